@@ -1,0 +1,492 @@
+"""The typed, validated configuration every stack reads: one YAML file -> one frozen AppConfig."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from infra.errors import ConfigError
+from infra.ip_plan import ips_per_instance, subnet_capacity
+
+# Kubernetes versions SageMaker HyperPod supports for EKS orchestration
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html).
+SUPPORTED_K8S_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+
+# Service limit on instance groups per cluster (SageMaker HyperPod quotas).
+MAX_INSTANCE_GROUPS = 20
+
+_AZ_ID = re.compile(r"^[a-z]{2,}[0-9]+-az[0-9]+$")
+_DIRECTIONS = {
+    "northeast": "ne",
+    "northwest": "nw",
+    "southeast": "se",
+    "southwest": "sw",
+    "central": "c",
+    "north": "n",
+    "south": "s",
+    "east": "e",
+    "west": "w",
+}
+
+
+def az_id_prefix(region: str) -> str:
+    """The prefix AWS uses for the AZ IDs of a region: us-west-2 -> usw2, ap-northeast-1 -> apne1."""
+    parts = region.split("-")
+    number = parts[-1]
+    words = parts[:-1]
+    head = words[0]
+    middle = "".join(_DIRECTIONS.get(w, w[0]) for w in words[1:])
+    return f"{head}{middle}{number}"
+
+
+@cache
+def _sagemaker_model() -> Any:
+    """botocore's SageMaker service model: the API's own enums, patterns and ranges."""
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+def cluster_instance_types() -> frozenset[str]:
+    """Every instance type HyperPod accepts, as listed by the installed botocore release."""
+    return frozenset(_sagemaker_model().shape_for("ClusterInstanceType").enum)
+
+
+@cache
+def sagemaker_regions() -> frozenset[str]:
+    import botocore.session
+
+    session = botocore.session.get_session()
+    regions: set[str] = set()
+    for partition in session.get_available_partitions():
+        regions.update(session.get_available_regions("sagemaker", partition_name=partition))
+    return frozenset(regions)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+Name63 = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")]
+AzId = Annotated[str, Field(pattern=_AZ_ID.pattern)]
+IamArn = Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[\w+=,.@/:-]+$")]
+
+
+class HyperPodSubnet(_Strict):
+    """One large private subnet for HyperPod nodes in one Availability Zone ID."""
+
+    az_id: AzId
+    cidr: ipaddress.IPv4Network | None = None
+    subnet_id: str | None = Field(default=None, pattern=r"^subnet-[0-9a-f]{8,17}$")
+
+
+class NetworkConfig(_Strict):
+    vpc_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.192.0.0/16")
+    control_plane_az_ids: list[AzId] = Field(min_length=2)
+    nat_gateways: Literal["per_az", "single"] = "per_az"
+    hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1)
+    # Interface endpoints for closed networks (ec2, ecr, sts, logs, ssm, eks-auth, sagemaker, ...).
+    interface_endpoints: bool = False
+    flow_logs_retention_days: int = 365
+    # Bring your own VPC: set existing_vpc_id, control_plane_subnet_ids and a subnet_id per HyperPod subnet.
+    existing_vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")
+    control_plane_subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = []
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _vpc_cidr_size(cls, value: ipaddress.IPv4Network) -> ipaddress.IPv4Network:
+        if not 16 <= value.prefixlen <= 24:
+            raise PydanticCustomError("cidr", "VPC CIDR must be between /16 and /24, got {v}", {"v": str(value)})
+        if not value.is_private:
+            raise PydanticCustomError("cidr", "VPC CIDR {v} is not a private range", {"v": str(value)})
+        return value
+
+    @field_validator("control_plane_az_ids")
+    @classmethod
+    def _distinct_control_plane_azs(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise PydanticCustomError("dup", "AZ IDs must be distinct, got {v}", {"v": value})
+        return value
+
+    @model_validator(mode="after")
+    def _subnets(self) -> NetworkConfig:
+        byo = self.existing_vpc_id is not None
+        seen: set[str] = set()
+        for i, subnet in enumerate(self.hyperpod_subnets):
+            where = f"hyperpod_subnets.{i}"
+            if subnet.az_id in seen:
+                raise ConfigError(f"network.{where}.az_id", subnet.az_id, "one HyperPod subnet per AZ ID")
+            seen.add(subnet.az_id)
+            if byo and subnet.subnet_id is None:
+                raise ConfigError(f"network.{where}.subnet_id", None, "required with network.existing_vpc_id")
+            if not byo and subnet.subnet_id is not None:
+                raise ConfigError(
+                    f"network.{where}.subnet_id", subnet.subnet_id, "only allowed with network.existing_vpc_id"
+                )
+            if not byo and subnet.cidr is None:
+                raise ConfigError(f"network.{where}.cidr", None, "required when the VPC is created")
+        if byo and len(self.control_plane_subnet_ids) < 2:
+            raise ConfigError(
+                "network.control_plane_subnet_ids",
+                self.control_plane_subnet_ids,
+                "at least 2 subnets in different AZs are required with network.existing_vpc_id",
+            )
+        if not byo and self.control_plane_subnet_ids:
+            raise ConfigError(
+                "network.control_plane_subnet_ids",
+                self.control_plane_subnet_ids,
+                "only allowed with network.existing_vpc_id",
+            )
+        if not byo:
+            self._check_cidrs()
+        return self
+
+    def _check_cidrs(self) -> None:
+        placed: list[tuple[str, ipaddress.IPv4Network]] = [("network.vpc_cidr", self.vpc_cidr)]
+        for i, subnet in enumerate(self.hyperpod_subnets):
+            assert subnet.cidr is not None
+            key = f"network.hyperpod_subnets.{i}.cidr"
+            if not 16 <= subnet.cidr.prefixlen <= 28:
+                raise ConfigError(key, str(subnet.cidr), "a secondary VPC CIDR must be between /16 and /28")
+            if not _same_private_family(self.vpc_cidr, subnet.cidr):
+                raise ConfigError(
+                    key,
+                    str(subnet.cidr),
+                    f"a secondary CIDR must come from the same private range as the VPC CIDR {self.vpc_cidr} "
+                    "or from 100.64.0.0/10",
+                )
+            for other_key, other in placed:
+                if subnet.cidr.overlaps(other):
+                    raise ConfigError(key, str(subnet.cidr), f"overlaps {other_key} ({other})")
+            placed.append((key, subnet.cidr))
+
+    def control_plane_layout(self) -> list[tuple[str, ipaddress.IPv4Network, ipaddress.IPv4Network]]:
+        """(az_id, private CIDR, public CIDR) per control-plane AZ, carved from vpc_cidr.
+
+        The VPC CIDR is split into 2^k equal blocks (2^k > number of AZs): the first blocks become the
+        private subnets, the last block is split again into the small public subnets for NAT gateways.
+        """
+        count = len(self.control_plane_az_ids)
+        split = math.ceil(math.log2(count + 1))
+        blocks = list(self.vpc_cidr.subnets(prefixlen_diff=split))
+        public_split = max(1, math.ceil(math.log2(count)))
+        publics = list(blocks[-1].subnets(prefixlen_diff=public_split))
+        return [(az, blocks[i], publics[i]) for i, az in enumerate(self.control_plane_az_ids)]
+
+
+def _same_private_family(primary: ipaddress.IPv4Network, secondary: ipaddress.IPv4Network) -> bool:
+    families = [ipaddress.IPv4Network(c) for c in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
+    if secondary.subnet_of(ipaddress.IPv4Network("100.64.0.0/10")):
+        return True
+    return any(primary.subnet_of(f) and secondary.subnet_of(f) for f in families)
+
+
+class EksConfig(_Strict):
+    version: str = "1.33"
+    endpoint: Literal["private", "public_and_private"] = "private"
+    public_access_cidrs: list[ipaddress.IPv4Network] = []
+    admin_principal_arns: list[IamArn] = []
+    authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = "API"
+    log_retention_days: int = 365
+    # Add-on versions; null lets EKS pick its default for the Kubernetes version.
+    addon_versions: dict[Literal["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"], str] = {
+        "vpc-cni": "v1.20.4-eksbuild.2"
+    }
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            raise PydanticCustomError(
+                "k8s_version", "write the Kubernetes version as a quoted string, e.g. \"1.33\", got {v}", {"v": value}
+            )
+        if value not in SUPPORTED_K8S_VERSIONS:
+            raise PydanticCustomError(
+                "k8s_version",
+                "Kubernetes {v} is not supported by SageMaker HyperPod; supported: {s}",
+                {"v": value, "s": ", ".join(SUPPORTED_K8S_VERSIONS)},
+            )
+        return value
+
+    @field_validator("addon_versions")
+    @classmethod
+    def _vpc_cni_version(cls, value: dict[str, str]) -> dict[str, str]:
+        cni = value.get("vpc-cni")
+        if cni is not None:
+            match = re.match(r"^v(\d+)\.(\d+)\.(\d+)", cni)
+            if not match or tuple(int(g) for g in match.groups()) < (1, 18, 3):
+                raise PydanticCustomError(
+                    "cni", "HyperPod needs the VPC CNI v1.18.3 or later, got {v}", {"v": cni}
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> EksConfig:
+        if self.endpoint == "public_and_private":
+            if not self.public_access_cidrs:
+                raise ConfigError(
+                    "eks.public_access_cidrs", [], "required and non-empty when eks.endpoint is public_and_private"
+                )
+            for i, cidr in enumerate(self.public_access_cidrs):
+                if cidr.prefixlen == 0:
+                    raise ConfigError(
+                        f"eks.public_access_cidrs.{i}", str(cidr), "0.0.0.0/0 would open the API server to the internet"
+                    )
+        elif self.public_access_cidrs:
+            raise ConfigError(
+                "eks.public_access_cidrs",
+                [str(c) for c in self.public_access_cidrs],
+                "only used when eks.endpoint is public_and_private",
+            )
+        return self
+
+
+DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+
+
+class Taint(_Strict):
+    key: str = Field(min_length=1, max_length=253)
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class InstanceGroupConfig(_Strict):
+    name: Name63
+    instance_type: str
+    instance_count: int = Field(ge=0, le=6758)
+    az_id: AzId
+    threads_per_core: Literal[1, 2] = 1
+    ebs_volume_gb: int = Field(default=500, ge=1, le=16384)
+    deep_health_checks: list[DeepHealthCheck] = []
+    training_plan_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*$"
+    )
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+
+    @field_validator("instance_type")
+    @classmethod
+    def _instance_type(cls, value: str) -> str:
+        if not value.startswith("ml."):
+            raise PydanticCustomError(
+                "instance_type",
+                "HyperPod instance types start with 'ml.' (e.g. ml.{v}), got {v}",
+                {"v": value},
+            )
+        known = cluster_instance_types()
+        if value not in known:
+            raise PydanticCustomError(
+                "instance_type",
+                "{v} is not a HyperPod instance type in this botocore release ({n} known, e.g. ml.g5.8xlarge)",
+                {"v": value, "n": len(known)},
+            )
+        return value
+
+    @field_validator("deep_health_checks")
+    @classmethod
+    def _distinct_checks(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise PydanticCustomError("dup", "listed twice: {v}", {"v": value})
+        return value
+
+    @model_validator(mode="after")
+    def _connectivity(self) -> InstanceGroupConfig:
+        if "InstanceConnectivity" in self.deep_health_checks and self.instance_count < 2:
+            raise PydanticCustomError(
+                "deep_health_checks",
+                "InstanceConnectivity needs at least 2 instances in the group, instance_count is {n}",
+                {"n": self.instance_count},
+            )
+        return self
+
+
+class ChartConfig(_Strict):
+    """Where the HyperPod dependencies Helm chart comes from at deploy time."""
+
+    source: Literal["git", "oci", "local"] = "git"
+    git_repository: str = Field(
+        default="https://github.com/aws/sagemaker-hyperpod-cli", pattern=r"^https://github\.com/[\w.-]+/[\w.-]+$"
+    )
+    # A full commit SHA: branches and tags move, a commit does not.
+    revision: str = Field(default="067d658b2d5c3d347afbadd75e1425214e965dcb", pattern=r"^[0-9a-f]{40}$")
+    chart_path: str = "helm_chart/HyperPodHelmChart"
+    oci_uri: str | None = Field(default=None, pattern=r"^oci://[\w./:-]+$")
+    version: str | None = None
+    local_path: str | None = None
+    values: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _source(self) -> ChartConfig:
+        if self.source == "oci" and (self.oci_uri is None or self.version is None):
+            raise ConfigError(
+                "hyperpod.dependencies_chart", self.oci_uri, "source oci needs oci_uri and a pinned version"
+            )
+        if self.source == "local":
+            if self.local_path is None:
+                raise ConfigError("hyperpod.dependencies_chart.local_path", None, "required with source local")
+            if not (Path(self.local_path) / "Chart.yaml").is_file():
+                raise ConfigError(
+                    "hyperpod.dependencies_chart.local_path", self.local_path, "no Chart.yaml in that directory"
+                )
+        return self
+
+
+class HyperPodConfig(_Strict):
+    cluster_name: Name63
+    instance_groups: list[InstanceGroupConfig] = Field(min_length=1, max_length=MAX_INSTANCE_GROUPS)
+    node_recovery: Literal["Automatic", "None"] = "Automatic"
+    node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
+    lifecycle_scripts_dir: str = "lifecycle_scripts"
+    on_create_script: str = "on_create.sh"
+    dependencies_chart: ChartConfig = ChartConfig()
+    permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
+    # Create-only fields of existing instance groups are compared with hyperpod.lock.json; a change
+    # replaces the whole cluster and is refused unless this is true.
+    allow_cluster_replacement: bool = False
+
+    @field_validator("instance_groups")
+    @classmethod
+    def _unique_names(cls, groups: list[InstanceGroupConfig]) -> list[InstanceGroupConfig]:
+        names = [g.name for g in groups]
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise PydanticCustomError("dup", "instance group names must be unique, repeated: {d}", {"d": dups})
+        return groups
+
+
+class AppConfig(_Strict):
+    project: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,39}$")]
+    account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
+    region: str
+    network: NetworkConfig
+    eks: EksConfig = EksConfig()
+    hyperpod: HyperPodConfig
+    # Remove data-bearing resources (buckets, log groups, keys) on cdk destroy instead of retaining them.
+    destroy_data_on_delete: bool = False
+    tags: dict[str, str] = {}
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        if value not in sagemaker_regions():
+            raise PydanticCustomError(
+                "region", "{v} is not a region where SageMaker is available (per botocore)", {"v": value}
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> AppConfig:
+        prefix = az_id_prefix(self.region)
+        az_keys = [(f"network.control_plane_az_ids.{i}", az) for i, az in enumerate(self.network.control_plane_az_ids)]
+        az_keys += [(f"network.hyperpod_subnets.{i}.az_id", s.az_id) for i, s in enumerate(self.network.hyperpod_subnets)]
+        az_keys += [(f"hyperpod.instance_groups.{i}.az_id", g.az_id) for i, g in enumerate(self.hyperpod.instance_groups)]
+        for key, az in az_keys:
+            if not az.startswith(prefix + "-az"):
+                raise ConfigError(key, az, f"not an AZ ID of region {self.region} (expected {prefix}-azN)")
+        subnets = {s.az_id: s for s in self.network.hyperpod_subnets}
+        for i, group in enumerate(self.hyperpod.instance_groups):
+            if group.az_id not in subnets:
+                raise ConfigError(
+                    f"hyperpod.instance_groups.{i}.az_id",
+                    group.az_id,
+                    f"no entry in network.hyperpod_subnets for it (have: {', '.join(subnets)})",
+                )
+        for i, subnet in enumerate(self.network.hyperpod_subnets):
+            if subnet.cidr is None:
+                continue
+            groups = [g for g in self.hyperpod.instance_groups if g.az_id == subnet.az_id]
+            needed = sum(g.instance_count * ips_per_instance(g.instance_type) for g in groups)
+            available = subnet_capacity(subnet.cidr)
+            if needed > available:
+                detail = ", ".join(
+                    f"{g.name}: {g.instance_count} x {ips_per_instance(g.instance_type)}" for g in groups
+                )
+                raise ConfigError(
+                    f"network.hyperpod_subnets.{i}.cidr",
+                    str(subnet.cidr),
+                    f"the instance groups in {subnet.az_id} need {needed} IPs ({detail}) but the subnet has "
+                    f"{available} usable; use a larger CIDR",
+                )
+        return self
+
+    @property
+    def create_only_fingerprint(self) -> dict[str, dict[str, Any]]:
+        """Create-only fields of each instance group: changing one replaces the HyperPod cluster."""
+        subnets = {s.az_id: s for s in self.network.hyperpod_subnets}
+        return {
+            g.name: {
+                "instance_type": g.instance_type,
+                "threads_per_core": g.threads_per_core,
+                "az_id": g.az_id,
+                "subnet": str(subnets[g.az_id].cidr or subnets[g.az_id].subnet_id),
+            }
+            for g in self.hyperpod.instance_groups
+        }
+
+
+def _format_location(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "<root>"
+
+
+def _describe(error: dict[str, Any]) -> str:
+    key = _format_location(tuple(p for p in error["loc"] if not str(p).startswith("function-")))
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        return f"{key}: unknown key (check the spelling; value {value!r})"
+    if kind == "missing":
+        return f"{key}: required key is missing"
+    message = error["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    if isinstance(value, dict | list) and any(isinstance(v, dict | list) for v in value):
+        return f"{key}: {message}"
+    if str(value) in message:
+        return f"{key}: {message}"
+    return f"{key}: {message} (got {value!r})"
+
+
+def parse_config(data: Any, source: str = "<config>") -> AppConfig:
+    """Validate a decoded YAML document into an AppConfig or raise one ConfigError naming every bad key."""
+    if not isinstance(data, dict):
+        raise ConfigError("<root>", type(data).__name__, f"{source} must be a YAML mapping")
+    try:
+        return AppConfig.model_validate(data)
+    except ConfigError as error:
+        raise error.within(source) from None
+    except ValidationError as error:
+        problems = []
+        for item in error.errors():
+            ctx_error = (item.get("ctx") or {}).get("error")
+            if isinstance(ctx_error, ConfigError):
+                problems.append(ctx_error.detail)
+            else:
+                problems.append(_describe(dict(item)))
+        raise ConfigError.many(source, problems) from None
+
+
+def load_config(path: str | Path) -> AppConfig:
+    """Read and validate a YAML config file."""
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError("config", str(path), "no such file")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise ConfigError("config", str(path), f"not valid YAML: {error}") from None
+    return parse_config(data, source=str(path))
