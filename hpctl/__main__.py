@@ -1,0 +1,7 @@
+"""`python -m hpctl` runs the CLI."""
+
+import sys
+
+from hpctl.cli import main
+
+sys.exit(main())

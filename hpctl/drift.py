@@ -1,0 +1,86 @@
+"""`hpctl drift`: the deployed HyperPod cluster against the config, and what `cdk deploy` would do."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+# Effects, from harmless to destructive.
+UPDATE = "update"  # UpdateCluster in place
+ADD = "add group"
+REMOVE = "remove group"  # deletes the group's nodes
+REPLACE = "REPLACES CLUSTER"  # create-only field: the whole cluster (every node) is replaced
+CREATE = "create cluster"
+
+
+@dataclass
+class Change:
+    group: str
+    field: str
+    deployed: Any
+    config: Any
+    effect: str
+
+
+def _group_config(group: Any) -> dict[str, Any]:
+    return {
+        "instance_type": group.instance_type,
+        "instance_count": group.instance_count,
+        "threads_per_core": group.threads_per_core,
+        "deep_health_checks": sorted(group.deep_health_checks),
+    }
+
+
+def _group_deployed(group: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "instance_type": group.get("InstanceType"),
+        "instance_count": group.get("TargetCount", group.get("CurrentCount")),
+        "threads_per_core": group.get("ThreadsPerCore"),
+        "deep_health_checks": sorted(group.get("OnStartDeepHealthChecks") or []),
+    }
+
+
+# Create-only inside an existing instance group: a change replaces the whole cluster.
+_REPLACING_FIELDS = {"instance_type", "threads_per_core"}
+
+
+def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
+    """Changes `cdk deploy` would make to go from the deployed cluster to the config."""
+    if deployed is None:
+        return [Change("-", "cluster", None, cfg.hyperpod.cluster_name, CREATE)]
+    changes: list[Change] = []
+    live = {g["InstanceGroupName"]: g for g in deployed.get("InstanceGroups", [])}
+    wanted = {g.name: g for g in cfg.hyperpod.instance_groups}
+    for name, group in wanted.items():
+        want = _group_config(group)
+        if name not in live:
+            changes.append(
+                Change(name, "group", None, f"{group.instance_count} x {group.instance_type}", ADD)
+            )
+            continue
+        have = _group_deployed(live[name])
+        for field, value in want.items():
+            if have[field] is None and field == "threads_per_core":
+                continue  # not reported by the API: nothing to compare
+            if have[field] != value:
+                effect = REPLACE if field in _REPLACING_FIELDS else UPDATE
+                changes.append(Change(name, field, have[field], value, effect))
+    for name, group in live.items():
+        if name not in wanted:
+            changes.append(
+                Change(
+                    name, "group", f"{group.get('TargetCount')} x {group.get('InstanceType')}", None, REMOVE
+                )
+            )
+    recovery = deployed.get("NodeRecovery")
+    if recovery and recovery != cfg.hyperpod.node_recovery:
+        changes.append(Change("-", "node_recovery", recovery, cfg.hyperpod.node_recovery, UPDATE))
+    return changes
+
+
+def replaces_cluster(changes: list[Change]) -> bool:
+    return any(c.effect == REPLACE for c in changes)
+
+
+def changes_json(changes: list[Change]) -> list[dict[str, Any]]:
+    return [asdict(c) for c in changes]

@@ -1,0 +1,111 @@
+"""Exit codes and the translation of AWS exceptions into one readable line."""
+
+from __future__ import annotations
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    ParamValidationError,
+    PartialCredentialsError,
+    ProfileNotFound,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
+
+# The exit-code table, shown in `hpctl --help` and docs/hpctl.md.
+EXIT_OK = 0
+EXIT_FAILED = 1  # drift found, a preflight check failed, a node operation failed, cluster ended Failed
+EXIT_USAGE = 2  # bad arguments, bad config file, refused confirmation without a terminal
+EXIT_AWS = (
+    3  # an AWS call failed (access denied, throttled after retries, not found, no credentials, network)
+)
+EXIT_TIMEOUT = 4  # `wait` gave up before the cluster settled
+EXIT_INTERRUPTED = 130  # Ctrl-C
+
+EXIT_CODE_TABLE = """exit codes:
+  0  success (no drift, every check passed, every node accepted)
+  1  drift found, a preflight check failed, a node operation failed, the cluster is Failed, or aborted
+  2  usage or configuration error (also: confirmation needed but stdin is not a terminal)
+  3  AWS error (access denied, throttled after retries, not found, no credentials, endpoint unreachable)
+  4  timeout (wait)"""
+
+
+class HpctlError(Exception):
+    """An error to print as one line on stderr, with its exit code."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class UsageError(HpctlError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_USAGE)
+
+
+_THROTTLING = {
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "TooManyRequestsException",
+    "RequestLimitExceeded",
+    "RequestThrottled",
+    "SlowDown",
+}
+_NOT_FOUND = {"ResourceNotFound", "ResourceNotFoundException", "NoSuchEntity", "NotFoundException"}
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", "Unknown"))
+
+
+def is_not_found(error: ClientError) -> bool:
+    """True for "does not exist" answers (SageMaker answers some with ValidationException)."""
+    code = error_code(error)
+    message = str(error.response.get("Error", {}).get("Message", "")).lower()
+    if code in _NOT_FOUND:
+        return True
+    return code in {"ValidationException", "ValidationError"} and (
+        "could not find" in message or "does not exist" in message or "not found" in message
+    )
+
+
+def describe_aws_error(error: Exception) -> tuple[str, int]:
+    """One line naming what went wrong and what to do, plus the exit code."""
+    if isinstance(error, ClientError):
+        code = error_code(error)
+        message = error.response.get("Error", {}).get("Message", "") or str(error)
+        operation = getattr(error, "operation_name", "") or "the request"
+        if code in _THROTTLING:
+            return (
+                f"AWS throttled {operation} even after retries ({code}): {message}; try again later",
+                EXIT_AWS,
+            )
+        if "AccessDenied" in code or code in {"UnauthorizedOperation", "UnrecognizedClientException"}:
+            return f"access denied for {operation} ({code}): {message}", EXIT_AWS
+        if code in {"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId"}:
+            return f"AWS credentials rejected for {operation} ({code}): refresh them and retry", EXIT_AWS
+        if is_not_found(error):
+            return f"not found: {message} ({operation})", EXIT_AWS
+        return f"{operation} failed ({code}): {message}", EXIT_AWS
+    if isinstance(error, NoCredentialsError | PartialCredentialsError):
+        return (
+            "no AWS credentials found: set AWS_PROFILE or pass --profile, or export AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY",
+            EXIT_AWS,
+        )
+    if isinstance(error, ProfileNotFound):
+        return f"{error}", EXIT_USAGE
+    if isinstance(error, NoRegionError):
+        return "no AWS region: pass --region or set region in the config file", EXIT_USAGE
+    if isinstance(error, EndpointConnectionError | BotoConnectionError):
+        return f"cannot reach the AWS endpoint: {error}; check the network, proxy and region", EXIT_AWS
+    if isinstance(error, ParamValidationError):
+        return f"invalid request: {error}".replace("\n", " "), EXIT_USAGE
+    if isinstance(error, BotoCoreError):
+        return f"AWS SDK error: {error}".replace("\n", " "), EXIT_AWS
+    return f"{type(error).__name__}: {error}", EXIT_FAILED

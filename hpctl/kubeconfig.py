@@ -1,0 +1,110 @@
+"""`hpctl kubeconfig`: a kubeconfig entry for the EKS cluster, printed or merged safely into a file."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hpctl.errors import UsageError
+
+
+def default_path() -> Path:
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return Path(env.split(os.pathsep)[0]).expanduser()
+    return Path("~/.kube/config").expanduser()
+
+
+def build_entry(
+    eks_cluster: dict[str, Any], region: str, profile: str | None = None, alias: str | None = None
+) -> dict[str, Any]:
+    """A kubeconfig document with one cluster, user and context (exec auth: `aws eks get-token`)."""
+    arn = eks_cluster["arn"]
+    name = alias or arn
+    exec_spec: dict[str, Any] = {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": "aws",
+        "args": [
+            "--region",
+            region,
+            "eks",
+            "get-token",
+            "--cluster-name",
+            eks_cluster["name"],
+            "--output",
+            "json",
+        ],
+        "interactiveMode": "Never",
+    }
+    if profile:
+        exec_spec["env"] = [{"name": "AWS_PROFILE", "value": profile}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": arn,
+                "cluster": {
+                    "server": eks_cluster["endpoint"],
+                    "certificate-authority-data": eks_cluster.get("certificateAuthority", {}).get("data", ""),
+                },
+            }
+        ],
+        "users": [{"name": arn, "user": {"exec": exec_spec}}],
+        "contexts": [{"name": name, "context": {"cluster": arn, "user": arn}}],
+        "current-context": name,
+    }
+
+
+def _upsert(items: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:
+    kept = [i for i in items if isinstance(i, dict) and i.get("name") != new["name"]]
+    return [*kept, new]
+
+
+def merge(existing: dict[str, Any] | None, entry: dict[str, Any], set_current: bool = True) -> dict[str, Any]:
+    """Replace entries of the same name, keep every other cluster, user and context."""
+    merged: dict[str, Any] = dict(existing or {})
+    merged.setdefault("apiVersion", "v1")
+    merged.setdefault("kind", "Config")
+    merged.setdefault("preferences", {})
+    for key in ("clusters", "users", "contexts"):
+        current = merged.get(key) or []
+        for item in entry[key]:
+            current = _upsert(current, item)
+        merged[key] = current
+    if set_current or not merged.get("current-context"):
+        merged["current-context"] = entry["current-context"]
+    return merged
+
+
+def write_merged(path: Path, entry: dict[str, Any], set_current: bool = True) -> None:
+    """Merge into `path` atomically (temp file + rename), mode 0600; refuse a non-kubeconfig file."""
+    existing: dict[str, Any] | None = None
+    if path.exists():
+        try:
+            existing = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as error:
+            raise UsageError(
+                f"{path} is not valid YAML, left untouched: {error}".replace("\n", " ")
+            ) from None
+        if existing is not None and not isinstance(existing, dict):
+            raise UsageError(f"{path} is not a kubeconfig mapping, left untouched")
+    merged = merge(existing, entry, set_current)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".kubeconfig-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            yaml.safe_dump(merged, handle, default_flow_style=False, sort_keys=False)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dump(document: dict[str, Any]) -> str:
+    return yaml.safe_dump(document, default_flow_style=False, sort_keys=False)

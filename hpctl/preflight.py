@@ -1,0 +1,371 @@
+"""`hpctl preflight`: read-only checks to run before `cdk deploy`, each pass / warn / fail with its reason.
+
+A check whose AWS call is refused (e.g. AccessDenied on one API) is reported as `warn` ("could not
+check"), so a deploy role without that permission is told rather than blocked. Missing credentials or
+an unreachable endpoint stop the whole run (exit 3).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from botocore.exceptions import ClientError
+
+from hpctl import cluster as api
+from hpctl.errors import describe_aws_error, error_code, is_not_found
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+
+
+@dataclass
+class Check:
+    name: str
+    verdict: str
+    reason: str
+
+
+def _could_not(name: str, error: ClientError) -> Check:
+    line, _ = describe_aws_error(error)
+    return Check(name, WARN, f"could not check: {line}")
+
+
+def _guard(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
+    try:
+        return fn()
+    except ClientError as error:
+        return [_could_not(name, error)]
+
+
+# --- Availability Zone IDs -------------------------------------------------------------------------
+
+
+def check_az_ids(cfg: Any, clients: Any) -> list[Check]:
+    wanted = sorted(
+        set(cfg.network.control_plane_az_ids)
+        | {s.az_id for s in cfg.network.hyperpod_subnets}
+        | {g.az_id for g in cfg.hyperpod.instance_groups}
+    )
+    zones = clients("ec2").describe_availability_zones()["AvailabilityZones"]
+    by_id = {z["ZoneId"]: z for z in zones}
+    missing = [az for az in wanted if az not in by_id]
+    if missing:
+        return [Check("az-ids", FAIL, f"not in {cfg.region} for this account: {', '.join(missing)}")]
+    unavailable = [
+        f"{az} ({by_id[az].get('State')})" for az in wanted if by_id[az].get("State") != "available"
+    ]
+    if unavailable:
+        return [Check("az-ids", WARN, f"AZ not available: {', '.join(unavailable)}")]
+    names = ", ".join(f"{az}={by_id[az]['ZoneName']}" for az in wanted)
+    return [Check("az-ids", PASS, f"all exist: {names}")]
+
+
+# --- Service quotas --------------------------------------------------------------------------------
+
+
+def quota_name(instance_type: str) -> str:
+    return f"{instance_type} for cluster usage"
+
+
+def check_quotas(cfg: Any, clients: Any) -> list[Check]:
+    requested: dict[str, int] = defaultdict(int)
+    for group in cfg.hyperpod.instance_groups:
+        requested[group.instance_type] += group.instance_count
+    quotas: dict[str, float] = {}
+    paginator = clients("service-quotas").get_paginator("list_service_quotas")
+    for page in paginator.paginate(ServiceCode="sagemaker"):
+        for quota in page.get("Quotas", []):
+            quotas[quota.get("QuotaName", "")] = float(quota.get("Value", 0))
+    checks = []
+    for instance_type, count in sorted(requested.items()):
+        name = f"quota {instance_type}"
+        label = quota_name(instance_type)
+        if label not in quotas:
+            checks.append(Check(name, WARN, f"no quota named {label!r} found; request one in Service Quotas"))
+        elif quotas[label] < count:
+            checks.append(
+                Check(
+                    name,
+                    FAIL,
+                    f"{label!r} is {quotas[label]:g}, the config asks for {count}; request an increase",
+                )
+            )
+        else:
+            checks.append(Check(name, PASS, f"{label!r} is {quotas[label]:g}, the config asks for {count}"))
+    return checks
+
+
+# --- Subnet IPs (bring your own VPC) ---------------------------------------------------------------
+
+
+def check_subnet_ips(cfg: Any, clients: Any, deployed: dict[str, Any] | None) -> list[Check]:
+    """Free IPs of each existing subnet against the IP plan (instance_count x ips_per_instance).
+
+    Nodes already running hold their IPs, so for a deployed cluster only the growth is counted.
+    """
+    from infra.ip_plan import ips_per_instance
+
+    if cfg.network.existing_vpc_id is None:
+        return [
+            Check(
+                "subnet-ips", PASS, "not applicable: the network stack creates the subnets (planned at synth)"
+            )
+        ]
+    current = {
+        g["InstanceGroupName"]: g.get("CurrentCount", 0) for g in (deployed or {}).get("InstanceGroups", [])
+    }
+    ec2 = clients("ec2")
+    checks = []
+    for subnet in cfg.network.hyperpod_subnets:
+        name = f"subnet-ips {subnet.subnet_id}"
+        try:
+            found = ec2.describe_subnets(SubnetIds=[subnet.subnet_id])["Subnets"]
+        except ClientError as error:
+            if error_code(error) == "InvalidSubnetID.NotFound":
+                checks.append(Check(name, FAIL, f"subnet {subnet.subnet_id} does not exist in {cfg.region}"))
+                continue
+            raise
+        info = found[0]
+        if info.get("VpcId") != cfg.network.existing_vpc_id:
+            checks.append(Check(name, FAIL, f"in {info.get('VpcId')}, not in {cfg.network.existing_vpc_id}"))
+            continue
+        if info.get("AvailabilityZoneId") != subnet.az_id:
+            checks.append(
+                Check(name, FAIL, f"in AZ {info.get('AvailabilityZoneId')}, config says {subnet.az_id}")
+            )
+            continue
+        groups = [g for g in cfg.hyperpod.instance_groups if g.az_id == subnet.az_id]
+        needed = sum(
+            max(0, g.instance_count - current.get(g.name, 0)) * ips_per_instance(g.instance_type)
+            for g in groups
+        )
+        spare_one = max((ips_per_instance(g.instance_type) for g in groups), default=0)
+        free = int(info.get("AvailableIpAddressCount", 0))
+        plan = ", ".join(
+            f"{g.name}: {g.instance_count} x {ips_per_instance(g.instance_type)}" for g in groups
+        )
+        if free < needed:
+            checks.append(Check(name, FAIL, f"{free} free IPs, the plan needs {needed} more ({plan})"))
+        elif free - needed < spare_one:
+            checks.append(
+                Check(
+                    name,
+                    WARN,
+                    f"{free} free IPs cover the {needed} needed but leave no room to replace a node",
+                )
+            )
+        else:
+            checks.append(
+                Check(name, PASS, f"{free} free IPs, the plan needs {needed} more ({plan or 'no groups'})")
+            )
+    return checks
+
+
+# --- IAM Identity Center for Grafana ---------------------------------------------------------------
+
+
+def grafana_authentication(cfg: Any) -> list[str]:
+    """observability.grafana.authentication, read defensively (default AWS_SSO)."""
+    grafana = getattr(getattr(cfg, "observability", None), "grafana", None)
+    value = getattr(grafana, "authentication", None)
+    if value is None:
+        return ["AWS_SSO"]
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value]
+
+
+def check_identity_center(cfg: Any, clients: Any) -> list[Check]:
+    methods = grafana_authentication(cfg)
+    if "AWS_SSO" not in methods:
+        return [Check("identity-center", PASS, f"not needed: Grafana uses {', '.join(methods)}")]
+    instances = []
+    for page in clients("sso-admin").get_paginator("list_instances").paginate():
+        instances += page.get("Instances", [])
+    if not instances:
+        return [
+            Check(
+                "identity-center",
+                FAIL,
+                "Grafana uses AWS_SSO but IAM Identity Center is not enabled: enable it or use SAML",
+            )
+        ]
+    active = [i for i in instances if i.get("Status", "ACTIVE") == "ACTIVE"]
+    if not active:
+        return [
+            Check(
+                "identity-center",
+                WARN,
+                f"instance {instances[0].get('InstanceArn')} is {instances[0].get('Status')}",
+            )
+        ]
+    return [Check("identity-center", PASS, f"IAM Identity Center instance {active[0].get('InstanceArn')}")]
+
+
+# --- Would the new synth replace the EKS or HyperPod cluster? ---------------------------------------
+
+# Create-only properties (a change replaces the resource), from the CloudFormation resource schemas.
+EKS_CREATE_ONLY = (
+    "Name",
+    "RoleArn",
+    "EncryptionConfig",
+    "KubernetesNetworkConfig.IpFamily",
+    "KubernetesNetworkConfig.ServiceIpv4Cidr",
+    "OutpostConfig",
+    "AccessConfig.BootstrapClusterCreatorAdminPermissions",
+    "BootstrapSelfManagedAddons",
+)
+# Updatable in place, but EKS only accepts subnets in the AZs chosen at creation: a risky change.
+EKS_RESTRICTED = ("ResourcesVpcConfig.SubnetIds", "ResourcesVpcConfig.SecurityGroupIds")
+SAGEMAKER_CREATE_ONLY = ("ClusterName", "VpcConfig", "Orchestrator")
+SAGEMAKER_GROUP_CREATE_ONLY = ("InstanceType", "ExecutionRole", "ThreadsPerCore", "OverrideVpcConfig")
+
+_MISSING = object()
+
+
+def _get(props: dict[str, Any], dotted: str) -> Any:
+    value: Any = props
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+def _resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    return {
+        logical_id: res.get("Properties", {}) or {}
+        for logical_id, res in (template.get("Resources") or {}).items()
+        if isinstance(res, dict) and res.get("Type") == resource_type
+    }
+
+
+def _changed(old: dict[str, Any], new: dict[str, Any], paths: tuple[str, ...]) -> list[str]:
+    return [p for p in paths if _get(old, p) != _get(new, p)]
+
+
+def compare_templates(deployed: dict[str, Any], synth: dict[str, Any], resource_type: str) -> tuple[str, str]:
+    """(verdict, reason) for one resource type between the deployed and the synthesized template."""
+    old = _resources(deployed, resource_type)
+    new = _resources(synth, resource_type)
+    if not old:
+        return PASS, f"no {resource_type} deployed yet"
+    problems: list[str] = []
+    warnings: list[str] = []
+    for logical_id, old_props in old.items():
+        if logical_id not in new:
+            others = ", ".join(new) or "none"
+            problems.append(
+                f"logical ID {logical_id} disappears (new: {others}): the {resource_type} would be replaced"
+            )
+            continue
+        new_props = new[logical_id]
+        if resource_type == "AWS::EKS::Cluster":
+            problems += [f"{logical_id}.{p} changes" for p in _changed(old_props, new_props, EKS_CREATE_ONLY)]
+            warnings += [
+                f"{logical_id}.{p} changes (EKS accepts only subnets in the original AZs)"
+                for p in _changed(old_props, new_props, EKS_RESTRICTED)
+            ]
+        else:
+            problems += [
+                f"{logical_id}.{p} changes" for p in _changed(old_props, new_props, SAGEMAKER_CREATE_ONLY)
+            ]
+            problems += _group_changes(logical_id, old_props, new_props)
+    if problems:
+        return FAIL, "would REPLACE: " + "; ".join(problems)
+    if warnings:
+        return WARN, "; ".join(warnings)
+    return PASS, f"{', '.join(old)}: same logical ID, create-only properties unchanged"
+
+
+def _group_changes(logical_id: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    old_groups = {g.get("InstanceGroupName"): g for g in old.get("InstanceGroups", []) if isinstance(g, dict)}
+    new_groups = {g.get("InstanceGroupName"): g for g in new.get("InstanceGroups", []) if isinstance(g, dict)}
+    problems = []
+    for name, group in old_groups.items():
+        if name in new_groups:
+            for p in _changed(group, new_groups[name], SAGEMAKER_GROUP_CREATE_ONLY):
+                problems.append(f"{logical_id} group {name}: {p} changes")
+    return problems
+
+
+def _parse_body(body: Any) -> dict[str, Any]:
+    if isinstance(body, dict):
+        return body
+    try:
+        return json.loads(body)
+    except ValueError:
+        return yaml.safe_load(body) or {}
+
+
+def find_synth_template(cdk_out: Path, stack_name: str) -> Path | None:
+    direct = cdk_out / f"{stack_name}.template.json"
+    if direct.is_file():
+        return direct
+    manifest = cdk_out / "manifest.json"
+    if manifest.is_file():
+        artifacts = json.loads(manifest.read_text(encoding="utf-8")).get("artifacts", {})
+        for artifact_id, artifact in artifacts.items():
+            props = artifact.get("properties", {}) if isinstance(artifact, dict) else {}
+            if artifact.get("type") == "aws:cloudformation:stack" and stack_name in (
+                props.get("stackName"),
+                artifact_id,
+                artifact.get("displayName"),
+            ):
+                candidate = cdk_out / props.get("templateFile", f"{artifact_id}.template.json")
+                if candidate.is_file():
+                    return candidate
+    return None
+
+
+def check_replacement(clients: Any, stack_name: str, resource_type: str, cdk_out: Path) -> list[Check]:
+    name = f"no-replace {stack_name}"
+    try:
+        body = clients("cloudformation").get_template(StackName=stack_name, TemplateStage="Original")[
+            "TemplateBody"
+        ]
+    except ClientError as error:
+        if is_not_found(error):
+            return [Check(name, PASS, "not deployed")]
+        raise
+    template_file = find_synth_template(cdk_out, stack_name)
+    if template_file is None:
+        return [
+            Check(
+                name, WARN, f"no synthesized {stack_name}.template.json in {cdk_out}: run `cdk synth` first"
+            )
+        ]
+    synth = json.loads(template_file.read_text(encoding="utf-8"))
+    verdict, reason = compare_templates(_parse_body(body), synth, resource_type)
+    return [Check(name, verdict, reason)]
+
+
+# --- Run them all ----------------------------------------------------------------------------------
+
+
+def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
+    deployed = None
+    try:
+        deployed = api.find_cluster(clients("sagemaker"), cfg.hyperpod.cluster_name)
+    except ClientError:
+        deployed = None  # counted as not deployed; the subnet check then plans every node
+    checks: list[Check] = []
+    checks += _guard("az-ids", lambda: check_az_ids(cfg, clients))
+    checks += _guard("quotas", lambda: check_quotas(cfg, clients))
+    checks += _guard("subnet-ips", lambda: check_subnet_ips(cfg, clients, deployed))
+    checks += _guard("identity-center", lambda: check_identity_center(cfg, clients))
+    for suffix, resource_type in (("eks", "AWS::EKS::Cluster"), ("hyperpod", "AWS::SageMaker::Cluster")):
+        stack = f"{cfg.project}-{suffix}"
+        checks += _guard(
+            f"no-replace {stack}", lambda s=stack, t=resource_type: check_replacement(clients, s, t, cdk_out)
+        )
+    return checks
+
+
+def checks_json(checks: list[Check]) -> list[dict[str, str]]:
+    return [asdict(c) for c in checks]
