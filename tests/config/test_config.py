@@ -1,0 +1,176 @@
+"""Every config mistake is refused before synth with one message that names the key and the value."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.config import az_id_prefix, load_config, parse_config
+from infra.errors import ConfigError
+from infra.ip_plan import ips_per_instance, subnet_capacity
+from tests.conftest import ROOT, default_config_data, mutate
+
+
+def group(**changes):
+    base = dict(default_config_data()["hyperpod"]["instance_groups"][0])
+    base.update(changes)
+    return {"hyperpod": {"instance_groups": [base]}}
+
+
+REFUSALS = [
+    # (case id, changes, key the message must name, words the message must contain)
+    ("typo top level", {"regoin": "us-west-2"}, "regoin", "unknown key"),
+    ("typo nested", {"network": {"nat_gateway": "single"}}, "network.nat_gateway", "unknown key"),
+    ("typo in group", group(instance_cout=2), "hyperpod.instance_groups.0.instance_cout", "unknown key"),
+    ("wrong type", group(instance_count="two"), "hyperpod.instance_groups.0.instance_count", "integer"),
+    ("wrong type list", {"network": {"control_plane_az_ids": "usw2-az1"}}, "network.control_plane_az_ids", "list"),
+    ("missing key", {"region": None}, "region", "missing"),
+    ("cluster name pattern", {"hyperpod": {"cluster_name": "my_cluster"}}, "hyperpod.cluster_name", "my_cluster"),
+    ("cluster name length", {"hyperpod": {"cluster_name": "a" * 64}}, "hyperpod.cluster_name", "63"),
+    ("group name pattern", group(name="gpu_workers"), "hyperpod.instance_groups.0.name", "gpu_workers"),
+    ("project pattern", {"project": "1bad"}, "project", "1bad"),
+    ("duplicate groups", {"hyperpod": {"instance_groups": [group()["hyperpod"]["instance_groups"][0]] * 2}},
+     "hyperpod.instance_groups", "gpu-workers"),
+    ("az of another region", {"network": {"control_plane_az_ids": ["use1-az1", "usw2-az2"]}},
+     "network.control_plane_az_ids.0", "use1-az1"),
+    ("malformed az id", {"network": {"control_plane_az_ids": ["us-west-2a", "usw2-az2"]}},
+     "network.control_plane_az_ids.0", "us-west-2a"),
+    ("group az without subnet", group(az_id="usw2-az3"), "hyperpod.instance_groups.0.az_id", "usw2-az3"),
+    ("duplicate control plane az", {"network": {"control_plane_az_ids": ["usw2-az1", "usw2-az1"]}},
+     "network.control_plane_az_ids", "distinct"),
+    ("one control plane az", {"network": {"control_plane_az_ids": ["usw2-az1"]}},
+     "network.control_plane_az_ids", "at least 2"),
+    ("secondary overlaps vpc", {"network": {"hyperpod_subnets": [{"az_id": "usw2-az2", "cidr": "10.192.128.0/17"}]}},
+     "network.hyperpod_subnets.0.cidr", "overlaps network.vpc_cidr"),
+    ("secondaries overlap", {"network": {"hyperpod_subnets": [
+        {"az_id": "usw2-az2", "cidr": "10.1.0.0/16"}, {"az_id": "usw2-az3", "cidr": "10.1.128.0/17"}]}},
+     "network.hyperpod_subnets.1.cidr", "overlaps network.hyperpod_subnets.0.cidr"),
+    ("secondary from another private range", {"network": {"hyperpod_subnets": [
+        {"az_id": "usw2-az2", "cidr": "192.168.0.0/16"}]}}, "network.hyperpod_subnets.0.cidr", "same private range"),
+    ("secondary too large", {"network": {"hyperpod_subnets": [{"az_id": "usw2-az2", "cidr": "10.0.0.0/15"}]}},
+     "network.hyperpod_subnets.0.cidr", "/16 and /28"),
+    ("vpc cidr too large", {"network": {"vpc_cidr": "10.0.0.0/12"}}, "network.vpc_cidr", "/16 and /24"),
+    ("vpc cidr public", {"network": {"vpc_cidr": "8.8.0.0/16"}}, "network.vpc_cidr", "private"),
+    ("not a cidr", {"network": {"vpc_cidr": "10.192.0.0/33"}}, "network.vpc_cidr", "10.192.0.0/33"),
+    ("subnets too small for the groups", {"network": {"hyperpod_subnets": [{"az_id": "usw2-az2", "cidr": "10.1.0.0/28"}]}},
+     "network.hyperpod_subnets.0.cidr", "need 30 IPs"),
+    ("k8s version unsupported", {"eks": {"version": "1.27"}}, "eks.version", "1.27"),
+    ("k8s version as float", {"eks": {"version": 1.3}}, "eks.version", "quoted string"),
+    ("count too large", group(instance_count=6759), "hyperpod.instance_groups.0.instance_count", "6758"),
+    ("count negative", group(instance_count=-1), "hyperpod.instance_groups.0.instance_count", "0"),
+    ("ebs too large", group(ebs_volume_gb=16385), "hyperpod.instance_groups.0.ebs_volume_gb", "16384"),
+    ("ebs zero", group(ebs_volume_gb=0), "hyperpod.instance_groups.0.ebs_volume_gb", "1"),
+    ("threads per core", group(threads_per_core=4), "hyperpod.instance_groups.0.threads_per_core", "1 or 2"),
+    ("no ml prefix", group(instance_type="p5.48xlarge"), "hyperpod.instance_groups.0.instance_type", "'ml.'"),
+    ("unknown instance type", group(instance_type="ml.g5.9xlarge"), "hyperpod.instance_groups.0.instance_type",
+     "ml.g5.9xlarge"),
+    ("connectivity on one node", group(deep_health_checks=["InstanceConnectivity"]), "hyperpod.instance_groups.0",
+     "InstanceConnectivity needs at least 2"),
+    ("unknown deep health check", group(deep_health_checks=["InstanceMagic"]),
+     "hyperpod.instance_groups.0.deep_health_checks.0", "InstanceMagic"),
+    ("public endpoint without cidrs", {"eks": {"endpoint": "public_and_private"}}, "eks.public_access_cidrs",
+     "non-empty"),
+    ("public endpoint open to all", {"eks": {"endpoint": "public_and_private", "public_access_cidrs": ["0.0.0.0/0"]}},
+     "eks.public_access_cidrs.0", "0.0.0.0/0"),
+    ("cidrs with private endpoint", {"eks": {"public_access_cidrs": ["203.0.113.0/24"]}}, "eks.public_access_cidrs",
+     "only used"),
+    ("endpoint value", {"eks": {"endpoint": "public"}}, "eks.endpoint", "public"),
+    ("nat value", {"network": {"nat_gateways": "two"}}, "network.nat_gateways", "two"),
+    ("old vpc cni", {"eks": {"addon_versions": {"vpc-cni": "v1.18.2-eksbuild.1"}}}, "eks.addon_versions",
+     "v1.18.3"),
+    ("admin arn", {"eks": {"admin_principal_arns": ["PlatformAdmin"]}}, "eks.admin_principal_arns.0",
+     "PlatformAdmin"),
+    ("unknown region", {"region": "us-west-9"}, "region", "us-west-9"),
+    ("retention", {"eks": {"log_retention_days": 42}}, "eks.log_retention_days", "42"),
+    ("too many groups", {"hyperpod": {"instance_groups": [
+        dict(group()["hyperpod"]["instance_groups"][0], name=f"g{i}") for i in range(21)]}},
+     "hyperpod.instance_groups", "20"),
+    ("byo without subnet ids", {"network": {"existing_vpc_id": "vpc-0123456789abcdef0"}},
+     "network.hyperpod_subnets.0.subnet_id", "existing_vpc_id"),
+    ("subnet id without byo", {"network": {"hyperpod_subnets": [
+        {"az_id": "usw2-az2", "cidr": "10.1.0.0/16", "subnet_id": "subnet-0bbbbbbbbbbbbbbb1"}]}},
+     "network.hyperpod_subnets.0.subnet_id", "only allowed"),
+    ("training plan arn", group(training_plan_arn="plan-1"), "hyperpod.instance_groups.0.training_plan_arn", "plan-1"),
+]
+
+
+@pytest.mark.parametrize(("changes", "key", "words"), [c[1:] for c in REFUSALS], ids=[c[0] for c in REFUSALS])
+def test_bad_config_is_refused_naming_the_key(changes, key, words):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(mutate(changes), "bad.yaml")
+    message = str(caught.value)
+    assert message.startswith("Invalid configuration in bad.yaml: ")
+    assert f"{key}:" in message, message
+    assert words in message, message
+    assert "\n" not in message
+
+
+def test_default_config_loads():
+    config = load_config(ROOT / "config" / "default.yaml")
+    assert config.hyperpod.instance_groups[0].instance_type == "ml.g5.8xlarge"
+    assert config.eks.version == "1.33"
+
+
+def test_several_mistakes_are_reported_together():
+    with pytest.raises(ConfigError) as caught:
+        parse_config(mutate(group(threads_per_core=3, ebs_volume_gb=0)), "bad.yaml")
+    assert "threads_per_core" in str(caught.value) and "ebs_volume_gb" in str(caught.value)
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "nope.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("project: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(broken)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("just a string\n")
+    with pytest.raises(ConfigError, match="must be a YAML mapping"):
+        load_config(scalar)
+
+
+@pytest.mark.parametrize(
+    ("region", "prefix"),
+    [("us-west-2", "usw2"), ("us-east-1", "use1"), ("ap-northeast-1", "apne1"), ("eu-central-1", "euc1"),
+     ("ap-southeast-2", "apse2"), ("us-gov-west-1", "usgw1"), ("sa-east-1", "sae1")],
+)
+def test_az_id_prefix_of_region(region, prefix):
+    assert az_id_prefix(region) == prefix
+
+
+def test_ip_plan_figures():
+    assert ips_per_instance("ml.p5.48xlarge") == 81  # 50 on the primary card + 31 other cards
+    assert ips_per_instance("ml.g5.8xlarge") == 30
+    assert ips_per_instance("ml.some-new.48xlarge") == 81  # unknown types are planned generously
+    import ipaddress
+
+    assert subnet_capacity(ipaddress.IPv4Network("10.1.0.0/16")) == 65531
+
+
+def test_ip_plan_names_needed_and_available():
+    changes = {
+        "network": {"hyperpod_subnets": [{"az_id": "usw2-az2", "cidr": "10.1.0.0/24"}]},
+        **group(instance_type="ml.p5.48xlarge", instance_count=4),
+    }
+    with pytest.raises(ConfigError) as caught:
+        parse_config(mutate(changes), "bad.yaml")
+    assert "need 324 IPs (gpu-workers: 4 x 81) but the subnet has 251 usable" in str(caught.value)
+
+
+def test_app_refuses_a_bad_config_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(mutate(group(instance_type="g5.8xlarge"))))
+    env = dict(os.environ, CDK_CONTEXT_JSON='{"config": "%s"}' % bad, CDK_OUTDIR=str(tmp_path / "out"))
+    result = subprocess.run([sys.executable, str(ROOT / "app.py")], capture_output=True, text=True, env=env,
+                            cwd=ROOT, check=False, timeout=120)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "hyperpod.instance_groups.0.instance_type" in lines[0]
+    assert not (Path(tmp_path) / "out" / "manifest.json").exists()

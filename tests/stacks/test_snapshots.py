@@ -1,0 +1,38 @@
+"""One normalised snapshot per stack: the tripwire for every change the intent tests do not name.
+
+Update after a deliberate change with: make test PYTEST_ARGS=--snapshot-update (then review the diff).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+_ASSET_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def normalise(value: Any) -> Any:
+    """Strip what changes without a change of intent: asset hashes and CDK metadata."""
+    if isinstance(value, dict):
+        return {k: normalise(v) for k, v in value.items() if k not in {"Metadata", "aws:cdk:path"}}
+    if isinstance(value, list):
+        return [normalise(v) for v in value]
+    if isinstance(value, str):
+        return _ASSET_HASH.sub("<asset-hash>", value)
+    return value
+
+
+@pytest.fixture
+def snapshot_json(snapshot):
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+@pytest.mark.parametrize("part", ["network", "eks"])
+def test_stack_snapshot(default_synth, snapshot_json, part):
+    template = normalise(default_synth.template(part))
+    template.get("Parameters", {}).pop("BootstrapVersion", None)
+    template.get("Rules", {}).pop("CheckBootstrapVersion", None)
+    assert template == snapshot_json
