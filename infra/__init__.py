@@ -1,0 +1,1 @@
+"""Reusable CDK constructs for SageMaker HyperPod on Amazon EKS."""

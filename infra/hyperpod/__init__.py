@@ -1,0 +1,1 @@
+"""HyperPod cluster constructs and the runtime code they deploy."""

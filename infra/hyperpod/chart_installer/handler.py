@@ -1,0 +1,605 @@
+"""Lambda onEvent handler that installs, upgrades and uninstalls a Helm release on an EKS cluster.
+
+Wired as the ``on_event`` function of a CDK ``custom_resources.Provider``: it returns
+``PhysicalResourceId`` / ``Data`` on success and raises on failure, so the Provider framework
+reports FAILED to CloudFormation. The physical id is ``<namespace>/<release>``.
+
+ResourceProperties (strings unless noted):
+
+``ClusterName``, ``Region``, ``ReleaseName``, ``Namespace``, ``TimeoutMinutes`` (default "12"),
+``Values`` (a JSON object as a string, or an object), ``Source``: ``git`` | ``oci`` | ``s3``.
+Prefer a JSON string for ``Values``: CloudFormation turns numbers and booleans nested in an object
+into strings. ``health-monitoring-agent.region`` defaults to ``Region``. Other properties (such as
+``ServiceToken``) are ignored.
+
+- git: ``GitRepository`` (https URL), ``GitRevision`` (a 40-hex commit SHA), ``ChartPath``.
+- oci: ``OciChartUri`` (``oci://...``), ``ChartVersion`` (exact version).
+- s3:  ``AssetBucket``, ``AssetKey`` (a zip of a chart directory), ``ChartPath`` (optional, default ".").
+
+The Lambda runs with the kubectl layer (helm at /opt/helm/helm, override with ``HELM_BIN``) inside
+the VPC, and its role is an EKS cluster admin through an access entry. Helm gets a kubeconfig file
+holding a short-lived bearer token, the same token ``aws eks get-token`` produces.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shlex
+import subprocess
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlparse
+from urllib.request import Request, urlopen
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+DEFAULT_HELM_BIN = "/opt/helm/helm"
+DEFAULT_TIMEOUT_MINUTES = 12
+# The onEvent Lambda can run 15 minutes at most; helm's wait has to end before the Lambda is killed,
+# or the release is left "pending" and blocks the next deployment.
+MAX_TIMEOUT_MINUTES = 14
+HISTORY_MAX = 5
+TOKEN_PREFIX = "k8s-aws-v1."  # noqa: S105 - the token format prefix, not a secret
+TOKEN_EXPIRY_SECONDS = 60
+DOWNLOAD_TIMEOUT_SECONDS = 60
+DOWNLOAD_ATTEMPTS = 4
+MAX_DOWNLOAD_BYTES = 200 * 1024 * 1024
+# Lambda's /tmp is 512 MiB by default: refuse archives that would not fit rather than fill it.
+MAX_EXTRACTED_BYTES = 400 * 1024 * 1024
+TRANSIENT_HTTP_CODES = frozenset({408, 429, 500, 502, 503, 504})
+ERROR_TAIL_CHARS = 1500
+
+COMMIT_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
+# Helm's release name rule (DNS-1123 subdomain, at most 53 characters).
+RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$")
+# A top-level "dependencies:" key that is not an empty inline list.
+DECLARES_DEPENDENCIES = re.compile(r"^dependencies:(?![ \t]*\[[ \t]*\][ \t]*(#.*)?$)", re.MULTILINE)
+# Helm's driver.ErrReleaseNotFound; anything else that merely contains "not found" is a failure.
+RELEASE_NOT_FOUND = "release: not found"
+# Variables helm may need from the Lambda environment. AWS credentials are deliberately left out:
+# helm authenticates with the bearer token in the kubeconfig.
+PASSED_ENV = (
+    "PATH",
+    "LANG",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
+
+
+class ChartInstallerError(Exception):
+    """A failure reported to CloudFormation with a message an operator can act on."""
+
+
+class ClusterNotFoundError(ChartInstallerError):
+    """The EKS cluster does not exist."""
+
+
+class UnsafeArchiveError(ChartInstallerError):
+    """An archive member would land outside the extraction directory, or the archive is too big."""
+
+
+@dataclass(frozen=True)
+class Release:
+    cluster_name: str
+    region: str
+    namespace: str
+    name: str
+    timeout_minutes: int
+
+    @property
+    def physical_id(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class GitSource:
+    archive_url: str
+    chart_path: str
+
+
+@dataclass(frozen=True)
+class OciSource:
+    uri: str
+    version: str
+
+
+@dataclass(frozen=True)
+class S3Source:
+    bucket: str
+    key: str
+    chart_path: str
+
+
+ChartSource = GitSource | OciSource | S3Source
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    region: str
+    endpoint: str
+    certificate_authority: str
+
+
+# --- entry point -------------------------------------------------------------------------------
+
+
+def on_event(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    request_type = event.get("RequestType")
+    props = event.get("ResourceProperties") or {}
+    log(f"{request_type} request {event.get('RequestId', '')} for {event.get('LogicalResourceId', '')}")
+    if request_type in ("Create", "Update"):
+        return install(props, previous_physical_id=event.get("PhysicalResourceId"))
+    if request_type == "Delete":
+        return uninstall(props, physical_id=str(event.get("PhysicalResourceId", "")))
+    raise ChartInstallerError(f"unknown RequestType {request_type!r}")
+
+
+def install(props: Mapping[str, Any], previous_physical_id: str | None = None) -> dict[str, Any]:
+    release = parse_release(props)
+    source = parse_source(props)
+    values = parse_values(props.get("Values"), release.region)
+    cluster = describe_cluster(release.cluster_name, release.region)
+    if previous_physical_id and previous_physical_id != release.physical_id:
+        log(
+            f"release moves from {previous_physical_id} to {release.physical_id}; "
+            "CloudFormation deletes the old one after this update"
+        )
+    with tempfile.TemporaryDirectory(prefix="chart-installer-") as tmp:
+        workdir = Path(tmp)
+        env = helm_env(workdir)
+        chart_dir = fetch_chart(source, workdir, release.region, env)
+        values_file = workdir / "values.json"
+        values_file.write_text(json.dumps(values, indent=2))
+        kubeconfig = write_kubeconfig(workdir, cluster)
+        upgrade = ["upgrade", "--install", release.name, str(chart_dir), "--create-namespace"]
+        upgrade += ["--values", str(values_file), "--history-max", str(HISTORY_MAX)]
+        result = helm(upgrade + waiting(release) + on_cluster(release, kubeconfig), env)
+        check(result, f"helm upgrade --install {release.physical_id}")
+        log(tail(result.stdout))
+        revision = release_revision(release, workdir, cluster, env)
+    data = {"Release": release.name, "Namespace": release.namespace}
+    if revision is not None:
+        data["Revision"] = revision
+    return {"PhysicalResourceId": release.physical_id, "Data": data}
+
+
+def uninstall(props: Mapping[str, Any], physical_id: str) -> dict[str, Any]:
+    release = release_to_delete(props, physical_id)
+    try:
+        cluster = describe_cluster(release.cluster_name, release.region)
+    except ClusterNotFoundError:
+        log(f"cluster {release.cluster_name} no longer exists: nothing left to uninstall")
+        return {"PhysicalResourceId": physical_id}
+    with tempfile.TemporaryDirectory(prefix="chart-installer-") as tmp:
+        workdir = Path(tmp)
+        env = helm_env(workdir)
+        kubeconfig = write_kubeconfig(workdir, cluster)
+        uninstall = ["uninstall", release.name]
+        result = helm(uninstall + waiting(release) + on_cluster(release, kubeconfig), env)
+    if result.returncode != 0 and RELEASE_NOT_FOUND in result.stderr:
+        log(f"release {release.physical_id} is not installed: nothing to uninstall")
+    else:
+        check(result, f"helm uninstall {release.physical_id}")
+    return {"PhysicalResourceId": physical_id}
+
+
+# --- properties --------------------------------------------------------------------------------
+
+
+def required(props: Mapping[str, Any], name: str) -> str:
+    value = props.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise ChartInstallerError(f"property {name} is required")
+    return value.strip()
+
+
+def matching(props: Mapping[str, Any], name: str, pattern: re.Pattern[str], rule: str) -> str:
+    value = required(props, name)
+    if not pattern.match(value):
+        raise ChartInstallerError(f"property {name}={value!r} is invalid: {rule}")
+    return value
+
+
+def parse_release(props: Mapping[str, Any]) -> Release:
+    name = matching(props, "ReleaseName", RELEASE_NAME, "a DNS-1123 name of at most 53 characters")
+    if len(name) > 53:
+        raise ChartInstallerError(f"property ReleaseName={name!r} is longer than 53 characters")
+    namespace = matching(props, "Namespace", NAMESPACE, "a DNS-1123 label of at most 63 characters")
+    if len(namespace) > 63:
+        raise ChartInstallerError(f"property Namespace={namespace!r} is longer than 63 characters")
+    return Release(
+        cluster_name=matching(props, "ClusterName", CLUSTER_NAME, "an EKS cluster name"),
+        region=matching(props, "Region", REGION, "an AWS region such as us-west-2"),
+        namespace=namespace,
+        name=name,
+        timeout_minutes=parse_timeout(props.get("TimeoutMinutes")),
+    )
+
+
+def parse_timeout(raw: Any) -> int:
+    if raw is None or str(raw).strip() == "":
+        return DEFAULT_TIMEOUT_MINUTES
+    try:
+        minutes = int(str(raw).strip())
+    except ValueError:
+        raise ChartInstallerError(f"property TimeoutMinutes={raw!r} is not a whole number") from None
+    if not 1 <= minutes <= MAX_TIMEOUT_MINUTES:
+        raise ChartInstallerError(
+            f"property TimeoutMinutes={minutes} must be between 1 and {MAX_TIMEOUT_MINUTES} "
+            "(the Lambda stops after 15 minutes)"
+        )
+    return minutes
+
+
+def parse_source(props: Mapping[str, Any]) -> ChartSource:
+    kind = required(props, "Source")
+    if kind == "git":
+        revision = required(props, "GitRevision")
+        if not COMMIT_SHA.match(revision):
+            raise ChartInstallerError(
+                f"property GitRevision={revision!r} must be a full 40-hex commit SHA; "
+                "branches, tags and short SHAs are refused so the installed chart cannot drift"
+            )
+        return GitSource(
+            archive_url=github_archive_url(required(props, "GitRepository"), revision.lower()),
+            chart_path=relative_path(required(props, "ChartPath"), "ChartPath"),
+        )
+    if kind == "oci":
+        uri = required(props, "OciChartUri")
+        if not uri.startswith("oci://"):
+            raise ChartInstallerError(f"property OciChartUri={uri!r} must start with oci://")
+        version = required(props, "ChartVersion")
+        if not EXACT_VERSION.match(version):
+            raise ChartInstallerError(f"property ChartVersion={version!r} must be an exact version")
+        return OciSource(uri=uri, version=version)
+    if kind == "s3":
+        return S3Source(
+            bucket=required(props, "AssetBucket"),
+            key=required(props, "AssetKey"),
+            chart_path=relative_path(str(props.get("ChartPath") or "."), "ChartPath"),
+        )
+    raise ChartInstallerError(f"property Source={kind!r} must be one of git, oci, s3")
+
+
+def relative_path(raw: str, name: str) -> str:
+    path = PurePosixPath(raw.strip())
+    if path.is_absolute() or ".." in path.parts:
+        raise ChartInstallerError(f"property {name}={raw!r} must be a relative path without '..'")
+    return str(path)
+
+
+def github_archive_url(repository: str, revision: str) -> str:
+    """GitHub's tarball of the repository at one commit."""
+    url = urlparse(repository)
+    parts = [part for part in url.path.split("/") if part]
+    if url.scheme != "https" or not url.hostname or url.username or url.query or len(parts) != 2:
+        raise ChartInstallerError(
+            f"property GitRepository={repository!r} must look like https://github.com/<owner>/<repo>"
+        )
+    owner, repo = parts[0], parts[1].removesuffix(".git")
+    return f"https://{url.netloc}/{owner}/{repo}/archive/{revision}.tar.gz"
+
+
+def parse_values(raw: Any, region: str) -> dict[str, Any]:
+    """Helm values with ``health-monitoring-agent.region`` set: without it the agent's image
+    region falls back to us-east-1 while the cluster has no nodes."""
+    if raw is None or raw == "":
+        values: Any = {}
+    elif isinstance(raw, str):
+        try:
+            values = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise ChartInstallerError(f"property Values is not valid JSON: {error}") from None
+    else:
+        values = raw
+    if not isinstance(values, dict):
+        raise ChartInstallerError("property Values must be a JSON object")
+    agent = values.get("health-monitoring-agent") or {}
+    if not isinstance(agent, dict):
+        raise ChartInstallerError("Values.health-monitoring-agent must be an object")
+    result: dict[str, Any] = {
+        **values,
+        "health-monitoring-agent": {**agent, "region": agent.get("region") or region},
+    }
+    return result
+
+
+def release_to_delete(props: Mapping[str, Any], physical_id: str) -> Release:
+    """The release named by the physical id: after an update renamed the release, CloudFormation
+    sends the Delete for the old id, which the properties no longer describe."""
+    namespace, _, name = physical_id.partition("/")
+    if not (NAMESPACE.match(namespace) and RELEASE_NAME.match(name)):
+        return parse_release(props)
+    return parse_release({**props, "Namespace": namespace, "ReleaseName": name})
+
+
+# --- EKS access --------------------------------------------------------------------------------
+
+
+def aws_client(service: str, region: str) -> Any:
+    config = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=60)
+    return boto3.client(service, region_name=region, config=config)
+
+
+def describe_cluster(name: str, region: str) -> Cluster:
+    try:
+        description = aws_client("eks", region).describe_cluster(name=name)["cluster"]
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            raise ClusterNotFoundError(f"EKS cluster {name} not found in {region}") from None
+        raise
+    endpoint = description.get("endpoint")
+    authority = (description.get("certificateAuthority") or {}).get("data")
+    if not endpoint or not authority:
+        raise ChartInstallerError(
+            f"EKS cluster {name} has no endpoint yet (status {description.get('status')})"
+        )
+    return Cluster(name=name, region=region, endpoint=endpoint, certificate_authority=authority)
+
+
+def bearer_token(cluster_name: str, region: str) -> str:
+    """The token ``aws eks get-token`` prints: a presigned STS GetCallerIdentity URL that carries
+    the cluster name in the signed ``x-k8s-aws-id`` header."""
+    sts = aws_client("sts", region)
+
+    def add_cluster_header(request: Any, **_: Any) -> None:
+        request.headers["x-k8s-aws-id"] = cluster_name
+
+    sts.meta.events.register("before-sign.sts.GetCallerIdentity", add_cluster_header)
+    url = sts.generate_presigned_url(
+        "get_caller_identity", Params={}, ExpiresIn=TOKEN_EXPIRY_SECONDS, HttpMethod="GET"
+    )
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+
+
+def write_kubeconfig(workdir: Path, cluster: Cluster) -> Path:
+    """Writes a kubeconfig with a fresh token. Called before every command that talks to the
+    cluster, because a token is accepted for 15 minutes only."""
+    user = "chart-installer"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": cluster.name,
+                "cluster": {
+                    "server": cluster.endpoint,
+                    "certificate-authority-data": cluster.certificate_authority,
+                },
+            }
+        ],
+        "users": [{"name": user, "user": {"token": bearer_token(cluster.name, cluster.region)}}],
+        "contexts": [{"name": user, "context": {"cluster": cluster.name, "user": user}}],
+        "current-context": user,
+    }
+    path = workdir / "kubeconfig"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        json.dump(config, handle)  # JSON is valid YAML, and boto3 ships no YAML writer.
+    os.chmod(path, 0o600)  # os.open's mode does not apply to a file that already existed.
+    return path
+
+
+# --- fetching the chart ------------------------------------------------------------------------
+
+
+def fetch_chart(source: ChartSource, workdir: Path, region: str, env: Mapping[str, str]) -> Path:
+    if isinstance(source, GitSource):
+        archive = workdir / "chart.tar.gz"
+        download(source.archive_url, archive)
+        chart_dir = locate_chart(
+            single_top_directory(extract_tar(archive, workdir / "src")), source.chart_path
+        )
+    elif isinstance(source, S3Source):
+        archive = workdir / "chart.zip"
+        download_s3(source, archive, region)
+        chart_dir = locate_chart(extract_zip(archive, workdir / "src"), source.chart_path)
+    else:
+        # A packaged OCI chart already carries its dependencies in charts/ (helm package refuses
+        # to package a chart whose dependencies are missing), so there is nothing to build.
+        return pull_oci(source, workdir, env)
+    if DECLARES_DEPENDENCIES.search((chart_dir / "Chart.yaml").read_text(errors="replace")):
+        check(helm(["dependency", "build", str(chart_dir)], env), f"helm dependency build {chart_dir.name}")
+    return chart_dir
+
+
+def download(url: str, destination: Path) -> None:
+    for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
+        try:
+            log(f"downloading {url} (attempt {attempt})")
+            save_response(url, destination)
+            return
+        except HTTPError as error:
+            if error.code not in TRANSIENT_HTTP_CODES or attempt == DOWNLOAD_ATTEMPTS:
+                message = f"download of {url} failed: HTTP {error.code} {error.reason}"
+                raise ChartInstallerError(message) from None
+            reason = f"HTTP {error.code}"
+        except (URLError, TimeoutError, ConnectionError) as error:
+            if attempt == DOWNLOAD_ATTEMPTS:
+                raise ChartInstallerError(f"download of {url} failed: {error}") from None
+            reason = str(error)
+        delay = 2**attempt
+        log(f"download failed ({reason}); retrying in {delay} s")
+        time.sleep(delay)
+
+
+def save_response(url: str, destination: Path) -> None:
+    request = Request(url, headers={"User-Agent": "hyperpod-chart-installer"})  # noqa: S310 - https only
+    with urlopen(request, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response, destination.open("wb") as out:  # noqa: S310
+        written = 0
+        while chunk := response.read(1024 * 1024):
+            written += len(chunk)
+            if written > MAX_DOWNLOAD_BYTES:
+                raise UnsafeArchiveError(f"{url} is larger than {MAX_DOWNLOAD_BYTES} bytes")
+            out.write(chunk)
+
+
+def download_s3(source: S3Source, destination: Path, region: str) -> None:
+    log(f"downloading s3://{source.bucket}/{source.key}")
+    body = aws_client("s3", region).get_object(Bucket=source.bucket, Key=source.key)["Body"]
+    with destination.open("wb") as out:
+        while chunk := body.read(1024 * 1024):
+            out.write(chunk)
+
+
+def check_member(name: str, size: int, total: int) -> int:
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts:
+        raise UnsafeArchiveError(f"archive member {name!r} points outside the extraction directory")
+    total += max(size, 0)
+    if total > MAX_EXTRACTED_BYTES:
+        raise UnsafeArchiveError(f"archive expands to more than {MAX_EXTRACTED_BYTES} bytes")
+    return total
+
+
+def extract_tar(archive: Path, destination: Path) -> Path:
+    destination.mkdir(parents=True)
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            total = 0
+            for member in tar.getmembers():
+                total = check_member(member.name, member.size, total)
+            # The "data" filter also refuses links that leave the directory, devices and setuid bits.
+            tar.extractall(destination, filter="data")
+    except tarfile.FilterError as error:
+        raise UnsafeArchiveError(f"unsafe archive member: {error}") from None
+    except tarfile.TarError as error:
+        raise ChartInstallerError(f"{archive.name} is not a readable tar archive: {error}") from None
+    return destination
+
+
+def extract_zip(archive: Path, destination: Path) -> Path:
+    destination.mkdir(parents=True)
+    try:
+        with zipfile.ZipFile(archive) as bundle:
+            total = 0
+            for info in bundle.infolist():
+                total = check_member(info.filename, info.file_size, total)
+            bundle.extractall(destination)  # noqa: S202 - every member was checked above
+    except zipfile.BadZipFile as error:
+        raise ChartInstallerError(f"{archive.name} is not a readable zip archive: {error}") from None
+    return destination
+
+
+def single_top_directory(root: Path) -> Path:
+    """A GitHub archive holds one top-level directory, named ``<repo>-<sha>``."""
+    entries = list(root.iterdir())
+    if len(entries) != 1 or not entries[0].is_dir():
+        raise ChartInstallerError(
+            f"expected one top-level directory in the archive, found {sorted(e.name for e in entries)}"
+        )
+    return entries[0]
+
+
+def locate_chart(root: Path, chart_path: str) -> Path:
+    chart_dir = (root / chart_path).resolve()
+    if not chart_dir.is_relative_to(root.resolve()):
+        raise UnsafeArchiveError(f"ChartPath {chart_path!r} leaves the archive")
+    if not (chart_dir / "Chart.yaml").is_file():
+        raise ChartInstallerError(f"no Chart.yaml at {chart_path!r} in the fetched source")
+    return chart_dir
+
+
+def pull_oci(source: OciSource, workdir: Path, env: Mapping[str, str]) -> Path:
+    untar_dir = workdir / "oci"
+    untar_dir.mkdir()
+    result = helm(
+        ["pull", source.uri, "--version", source.version, "--untar", "--untardir", str(untar_dir)], env
+    )
+    check(result, f"helm pull {source.uri} --version {source.version}")
+    charts = [path.parent for path in untar_dir.glob("*/Chart.yaml")]
+    if len(charts) != 1:
+        raise ChartInstallerError(f"helm pull {source.uri} produced no single chart directory")
+    return charts[0]
+
+
+# --- helm --------------------------------------------------------------------------------------
+
+
+def helm_env(workdir: Path) -> dict[str, str]:
+    """Helm's state lives in the per-request directory: Lambda's home is read-only."""
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    env.update(
+        HOME=str(workdir),
+        HELM_CACHE_HOME=str(workdir / "helm" / "cache"),
+        HELM_CONFIG_HOME=str(workdir / "helm" / "config"),
+        HELM_DATA_HOME=str(workdir / "helm" / "data"),
+        KUBECONFIG=str(workdir / "kubeconfig"),
+    )
+    return env
+
+
+def on_cluster(release: Release, kubeconfig: Path) -> list[str]:
+    """Flags of every command that touches the release. The namespace is never left out: without
+    it helm looks for the release in "default" and misses it."""
+    return ["--namespace", release.namespace, "--kubeconfig", str(kubeconfig)]
+
+
+def waiting(release: Release) -> list[str]:
+    return ["--wait", "--timeout", f"{release.timeout_minutes}m"]
+
+
+def helm(args: Sequence[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    return run([os.environ.get("HELM_BIN", DEFAULT_HELM_BIN), *args], env)
+
+
+def release_revision(release: Release, workdir: Path, cluster: Cluster, env: Mapping[str, str]) -> str | None:
+    kubeconfig = write_kubeconfig(workdir, cluster)
+    result = helm(["status", release.name, "--output", "json"] + on_cluster(release, kubeconfig), env)
+    if result.returncode != 0:
+        log(f"could not read the revision of {release.physical_id}: {tail(result.stderr)}")
+        return None
+    try:
+        return str(json.loads(result.stdout)["version"])
+    except (ValueError, KeyError, TypeError):
+        log(f"helm status of {release.physical_id} returned no version")
+        return None
+
+
+def check(result: subprocess.CompletedProcess[str], what: str) -> None:
+    if result.returncode != 0:
+        detail = tail(result.stderr) or tail(result.stdout) or "no output"
+        raise ChartInstallerError(f"{what} failed (exit {result.returncode}): {detail}")
+
+
+def run(args: Sequence[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """The one place a subprocess starts. Arguments never hold secrets (the token is in the
+    kubeconfig file), so the command line is logged as is."""
+    log(f"$ {shlex.join(args)}")
+    result = subprocess.run(list(args), env=dict(env), capture_output=True, text=True, check=False)
+    log(f"exit {result.returncode}")
+    if result.returncode != 0:
+        log(tail(result.stderr))
+    return result
+
+
+def tail(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= ERROR_TAIL_CHARS else "..." + text[-ERROR_TAIL_CHARS:]
+
+
+def log(message: str) -> None:
+    print(message, flush=True)

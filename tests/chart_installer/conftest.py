@@ -1,0 +1,85 @@
+"""Fixtures for the chart installer tests: every boundary (helm, downloads, AWS) is faked."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.hyperpod.chart_installer import handler
+
+from .fakes import FAKE_HELM, REGION, FakeAws, FakeDownloads, FakeHelm, github_tarball
+
+
+@pytest.fixture(autouse=True)
+def offline_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Fake credentials and no AWS configuration files: nothing can reach a real account."""
+    for name in (
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_ROLE_ARN",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_STS",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("HELM_BIN", FAKE_HELM)
+
+
+@pytest.fixture(autouse=True)
+def hermetic(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that forgets a fake fails instead of reaching helm, the network or AWS."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"unfaked boundary called with {args!r}")
+
+    monkeypatch.setattr(handler, "run", refuse)
+    monkeypatch.setattr(handler, "urlopen", refuse)
+    monkeypatch.setattr(handler, "aws_client", refuse)
+
+
+@pytest.fixture
+def helm(monkeypatch: pytest.MonkeyPatch) -> FakeHelm:
+    fake = FakeHelm()
+    monkeypatch.setattr(handler, "run", fake)
+    return fake
+
+
+@pytest.fixture
+def downloads(monkeypatch: pytest.MonkeyPatch) -> FakeDownloads:
+    fake = FakeDownloads()
+    monkeypatch.setattr(handler, "urlopen", fake)
+    monkeypatch.setattr(time, "sleep", fake.sleeps.append)
+    return fake
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAws]:
+    fake = FakeAws()
+    monkeypatch.setattr(handler, "aws_client", fake.client)
+    yield fake
+    fake.verify()
+
+
+@pytest.fixture
+def github(downloads: FakeDownloads, tmp_path: Path) -> Callable[..., None]:
+    """Serves a GitHub-style archive of the chart repository for the next download."""
+
+    def serve(**kwargs: Any) -> None:
+        archive_dir = tmp_path / f"archive-{len(downloads.outcomes)}-{len(downloads.urls)}"
+        archive_dir.mkdir()
+        downloads.serve(github_tarball(archive_dir, **kwargs))
+
+    return serve

@@ -1,0 +1,542 @@
+"""Unit tests of the Helm chart installer custom resource handler (no network, no AWS, no helm)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import subprocess
+import sys
+import tarfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from urllib.error import HTTPError
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from infra.hyperpod.chart_installer import handler
+from infra.hyperpod.chart_installer.handler import run as real_run  # before any test fakes it
+
+from .fakes import (
+    ARCHIVE_URL,
+    CLUSTER,
+    REGION,
+    SHA,
+    FakeAws,
+    FakeDownloads,
+    FakeHelm,
+    cfn_event,
+    git_properties,
+)
+
+PHYSICAL_ID = "kube-system/hyperpod-dependencies"
+
+
+def create(props: dict[str, object] | None = None) -> dict[str, object]:
+    return handler.on_event(cfn_event("Create", props or git_properties()), None)
+
+
+# --- create / update ---------------------------------------------------------------------------
+
+
+def test_create_builds_dependencies_then_installs_in_kube_system(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None], downloads: FakeDownloads
+) -> None:
+    aws.cluster_exists()
+    github()
+
+    response = create()
+
+    assert downloads.urls == [ARCHIVE_URL]
+    assert helm.commands() == ["dependency", "upgrade", "status"]
+    build = helm.only("dependency")
+    assert build.args[2] == "build"
+    assert build.args[3].endswith(f"sagemaker-hyperpod-cli-{SHA}/helm_chart/HyperPodHelmChart")
+    upgrade = helm.only("upgrade")
+    assert upgrade.args[2:5] == ["--install", "hyperpod-dependencies", build.args[3]]
+    assert upgrade.option("--namespace") == "kube-system"
+    assert "--wait" in upgrade.args
+    assert upgrade.option("--timeout") == "12m"
+    assert upgrade.option("--history-max") == "5"
+    assert upgrade.chart_yaml_present
+    assert upgrade.values == {
+        "mpi-operator": {"enabled": True},
+        "health-monitoring-agent": {"region": REGION},
+    }
+    assert helm.only("status").option("--namespace") == "kube-system"
+    assert response == {
+        "PhysicalResourceId": PHYSICAL_ID,
+        "Data": {"Release": "hyperpod-dependencies", "Namespace": "kube-system", "Revision": "3"},
+    }
+
+
+def test_values_keep_a_given_agent_region_and_accept_an_object(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    values = {"health-monitoring-agent": {"region": "eu-west-1", "enabled": True}, "x": 1}
+
+    create(git_properties(Values=values, TimeoutMinutes="5"))
+
+    upgrade = helm.only("upgrade")
+    assert upgrade.values == values
+    assert upgrade.option("--timeout") == "5m"
+
+
+def test_update_with_same_properties_upgrades_in_place(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+
+    response = handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
+
+    assert response["PhysicalResourceId"] == PHYSICAL_ID
+    assert helm.commands() == ["dependency", "upgrade", "status"]
+    assert helm.only("upgrade").args[2:4] == ["--install", "hyperpod-dependencies"]
+
+
+def test_update_renaming_the_release_installs_it_under_a_new_physical_id(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    props = git_properties(ReleaseName="hyperpod-dependencies-v2")
+
+    response = handler.on_event(cfn_event("Update", props, PHYSICAL_ID), None)
+
+    assert response["PhysicalResourceId"] == "kube-system/hyperpod-dependencies-v2"
+    assert helm.only("upgrade").args[3] == "hyperpod-dependencies-v2"
+    assert "uninstall" not in helm.commands()
+
+
+def test_chart_without_dependencies_skips_dependency_build(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github(chart_yaml="apiVersion: v2\nname: plain\nversion: 0.1.0\ndependencies: []\n")
+
+    create()
+
+    assert helm.commands() == ["upgrade", "status"]
+
+
+def test_failed_upgrade_raises_with_helm_stderr(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["upgrade"] = (1, "", "Error: UPGRADE FAILED: context deadline exceeded\n")
+
+    with pytest.raises(handler.ChartInstallerError, match="UPGRADE FAILED: context deadline exceeded"):
+        create()
+    assert "status" not in helm.commands()
+
+
+def test_failed_dependency_build_raises_before_install(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["dependency"] = (1, "", "Error: could not download oci://quay.io/jetstack/charts\n")
+
+    with pytest.raises(handler.ChartInstallerError, match="dependency build .*could not download"):
+        create()
+    assert helm.commands() == ["dependency"]
+
+
+def test_unreadable_status_still_succeeds_without_revision(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["status"] = (1, "", "Error: boom\n")
+
+    response = create()
+
+    assert response["Data"] == {"Release": "hyperpod-dependencies", "Namespace": "kube-system"}
+
+
+def test_create_fails_clearly_when_the_cluster_does_not_exist(
+    helm: FakeHelm, aws: FakeAws, downloads: FakeDownloads
+) -> None:
+    aws.cluster_missing()
+
+    with pytest.raises(handler.ClusterNotFoundError, match=CLUSTER):
+        create()
+    assert helm.calls == []
+    assert downloads.urls == []
+
+
+# --- delete ------------------------------------------------------------------------------------
+
+
+def test_delete_uninstalls_with_namespace(helm: FakeHelm, aws: FakeAws) -> None:
+    aws.cluster_exists()
+
+    response = handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
+
+    assert response == {"PhysicalResourceId": PHYSICAL_ID}
+    uninstall = helm.only("uninstall")
+    assert uninstall.args[2] == "hyperpod-dependencies"
+    assert uninstall.option("--namespace") == "kube-system"
+    assert "--wait" in uninstall.args
+    assert uninstall.option("--timeout") == "12m"
+
+
+def test_delete_targets_the_release_named_by_the_physical_id(helm: FakeHelm, aws: FakeAws) -> None:
+    aws.cluster_exists()
+    props = git_properties(ReleaseName="renamed", Namespace="other")
+
+    handler.on_event(cfn_event("Delete", props, PHYSICAL_ID), None)
+
+    uninstall = helm.only("uninstall")
+    assert uninstall.args[2] == "hyperpod-dependencies"
+    assert uninstall.option("--namespace") == "kube-system"
+
+
+def test_delete_with_a_foreign_physical_id_falls_back_to_the_properties(helm: FakeHelm, aws: FakeAws) -> None:
+    aws.cluster_exists()
+
+    handler.on_event(cfn_event("Delete", git_properties(), "not-a-release-id"), None)
+
+    assert helm.only("uninstall").args[2] == "hyperpod-dependencies"
+
+
+def test_delete_of_a_release_that_is_not_installed_succeeds(helm: FakeHelm, aws: FakeAws) -> None:
+    aws.cluster_exists()
+    helm.results["uninstall"] = (
+        1,
+        "",
+        "Error: uninstall: Release not loaded: hyperpod-dependencies: release: not found\n",
+    )
+
+    response = handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
+
+    assert response == {"PhysicalResourceId": PHYSICAL_ID}
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "Error: Kubernetes cluster unreachable: the server has asked for the client to provide credentials\n",
+        'Error: failed to delete release: secrets "sh.helm.release.v1.x.v1" not found; timed out waiting\n',
+    ],
+)
+def test_delete_with_any_other_helm_error_raises(helm: FakeHelm, aws: FakeAws, stderr: str) -> None:
+    aws.cluster_exists()
+    helm.results["uninstall"] = (1, "", stderr)
+
+    with pytest.raises(handler.ChartInstallerError, match="helm uninstall kube-system/hyperpod-dependencies"):
+        handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
+
+
+def test_delete_when_the_cluster_is_gone_succeeds_without_helm(helm: FakeHelm, aws: FakeAws) -> None:
+    aws.cluster_missing()
+
+    response = handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
+
+    assert response == {"PhysicalResourceId": PHYSICAL_ID}
+    assert helm.calls == []
+
+
+def test_delete_does_not_validate_the_chart_source(helm: FakeHelm, aws: FakeAws) -> None:
+    aws.cluster_exists()
+    props = git_properties(GitRevision="main", Source="unknown")
+
+    handler.on_event(cfn_event("Delete", props, PHYSICAL_ID), None)
+
+    assert helm.commands() == ["uninstall"]
+
+
+def test_unknown_request_type_raises() -> None:
+    with pytest.raises(handler.ChartInstallerError, match="RequestType"):
+        handler.on_event(cfn_event("Replace", git_properties()), None)
+
+
+# --- property validation -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("revision", ["main", "v1.0.0", SHA[:12], SHA + "0", "g" * 40, ""])
+def test_a_revision_that_is_not_a_commit_sha_is_refused_before_any_download(
+    helm: FakeHelm, aws: FakeAws, downloads: FakeDownloads, revision: str
+) -> None:
+    with pytest.raises(handler.ChartInstallerError, match="GitRevision"):
+        create(git_properties(GitRevision=revision))
+    assert downloads.urls == []
+    assert helm.calls == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"GitRepository": "http://github.com/aws/sagemaker-hyperpod-cli"}, "GitRepository"),
+        ({"GitRepository": "https://github.com/aws"}, "GitRepository"),
+        ({"GitRepository": "https://token@github.com/aws/sagemaker-hyperpod-cli"}, "GitRepository"),
+        ({"ChartPath": "../outside"}, "ChartPath"),
+        ({"ChartPath": "/abs"}, "ChartPath"),
+        ({"ReleaseName": "Bad_Name"}, "ReleaseName"),
+        ({"ReleaseName": "--set=x"}, "ReleaseName"),
+        ({"Namespace": "kube.system"}, "Namespace"),
+        ({"TimeoutMinutes": "15"}, "TimeoutMinutes"),
+        ({"TimeoutMinutes": "ten"}, "TimeoutMinutes"),
+        ({"Values": "[1, 2]"}, "Values"),
+        ({"Values": "{not json"}, "Values"),
+        ({"Source": "helm-repo"}, "Source"),
+        ({"Region": None}, "Region"),
+    ],
+)
+def test_invalid_properties_are_refused_before_touching_aws_or_the_network(
+    helm: FakeHelm, aws: FakeAws, downloads: FakeDownloads, overrides: dict[str, object], message: str
+) -> None:
+    with pytest.raises(handler.ChartInstallerError, match=message):
+        create(git_properties(**overrides))
+    assert downloads.urls == []
+    assert helm.calls == []
+
+
+# --- fetching ----------------------------------------------------------------------------------
+
+
+def test_download_retries_transient_errors_with_backoff(
+    helm: FakeHelm, aws: FakeAws, downloads: FakeDownloads, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    downloads.serve(HTTPError(ARCHIVE_URL, 503, "Service Unavailable", None, None))  # type: ignore[arg-type]
+    github()
+
+    create()
+
+    assert downloads.urls == [ARCHIVE_URL, ARCHIVE_URL]
+    assert downloads.sleeps == [2]
+
+
+def test_download_does_not_retry_a_missing_commit(
+    helm: FakeHelm, aws: FakeAws, downloads: FakeDownloads
+) -> None:
+    aws.cluster_exists()
+    downloads.serve(HTTPError(ARCHIVE_URL, 404, "Not Found", None, None))  # type: ignore[arg-type]
+
+    with pytest.raises(handler.ChartInstallerError, match="HTTP 404"):
+        create()
+    assert len(downloads.urls) == 1
+    assert helm.calls == []
+
+
+def test_download_gives_up_after_the_last_attempt(
+    helm: FakeHelm, aws: FakeAws, downloads: FakeDownloads
+) -> None:
+    aws.cluster_exists()
+    downloads.serve(*[TimeoutError("timed out")] * handler.DOWNLOAD_ATTEMPTS)
+
+    with pytest.raises(handler.ChartInstallerError, match="timed out"):
+        create()
+    assert len(downloads.urls) == handler.DOWNLOAD_ATTEMPTS
+    assert downloads.sleeps == [2, 4, 8]
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = link
+    info.size = 1 if kind == tarfile.REGTYPE else 0
+    return info
+
+
+@pytest.mark.parametrize(
+    ("member", "message"),
+    [
+        (_member(f"sagemaker-hyperpod-cli-{SHA}/../../escaped.txt"), "points outside"),
+        (_member("/etc/cron.d/escaped"), "points outside"),
+        (_member(f"sagemaker-hyperpod-cli-{SHA}/link", tarfile.SYMTYPE, "/etc/passwd"), "absolute"),
+        (_member(f"sagemaker-hyperpod-cli-{SHA}/link", tarfile.SYMTYPE, "../../../etc/passwd"), "outside"),
+    ],
+    ids=["dotdot", "absolute", "absolute-symlink", "escaping-symlink"],
+)
+def test_a_tarball_with_a_path_traversal_member_is_refused(
+    helm: FakeHelm,
+    aws: FakeAws,
+    github: Callable[..., None],
+    member: tarfile.TarInfo,
+    message: str,
+) -> None:
+    aws.cluster_exists()
+    github(extra=[member])
+
+    with pytest.raises(handler.UnsafeArchiveError, match=message):
+        create()
+    assert helm.calls == []
+
+
+def test_missing_chart_yaml_is_a_clear_error(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github(chart_yaml=None)
+
+    with pytest.raises(
+        handler.ChartInstallerError, match=r"no Chart\.yaml at 'helm_chart/HyperPodHelmChart'"
+    ):
+        create()
+    assert helm.calls == []
+
+
+def test_oci_source_pulls_the_pinned_version(helm: FakeHelm, aws: FakeAws, downloads: FakeDownloads) -> None:
+    aws.cluster_exists()
+    props = git_properties(
+        Source="oci",
+        OciChartUri="oci://public.ecr.aws/example/hyperpod-deps",
+        ChartVersion="1.2.3",
+        GitRepository=None,
+        GitRevision=None,
+        ChartPath=None,
+    )
+
+    response = create(props)
+
+    assert helm.commands() == ["pull", "upgrade", "status"]
+    pull = helm.only("pull")
+    assert pull.args[2] == "oci://public.ecr.aws/example/hyperpod-deps"
+    assert pull.option("--version") == "1.2.3"
+    assert "--untar" in pull.args
+    upgrade = helm.only("upgrade")
+    assert upgrade.args[4].startswith(pull.option("--untardir"))
+    assert upgrade.chart_yaml_present
+    assert downloads.urls == []
+    assert response["PhysicalResourceId"] == PHYSICAL_ID
+
+
+@pytest.mark.parametrize("version", [None, "", "^1.2.0", "1.x", ">=1.0.0", "latest"])
+def test_oci_source_requires_an_exact_version(helm: FakeHelm, aws: FakeAws, version: str | None) -> None:
+    props = git_properties(Source="oci", OciChartUri="oci://public.ecr.aws/example/c", ChartVersion=version)
+
+    with pytest.raises(handler.ChartInstallerError, match="ChartVersion"):
+        create(props)
+    assert helm.calls == []
+
+
+def _chart_zip(members: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as bundle:
+        for name, text in members.items():
+            bundle.writestr(name, text)
+    return buffer.getvalue()
+
+
+def test_s3_source_downloads_and_unzips_the_asset(helm: FakeHelm, aws: FakeAws) -> None:
+    aws.cluster_exists()
+    aws.s3_object(
+        "cdk-assets",
+        "abc123.zip",
+        _chart_zip(
+            {"Chart.yaml": "apiVersion: v2\nname: local\nversion: 0.1.0\n", "templates/cm.yaml": "{}"}
+        ),
+    )
+    props = git_properties(Source="s3", AssetBucket="cdk-assets", AssetKey="abc123.zip", ChartPath=None)
+
+    create(props)
+
+    assert helm.commands() == ["upgrade", "status"]
+    assert helm.only("upgrade").chart_yaml_present
+
+
+def test_s3_asset_with_a_path_traversal_member_is_refused(helm: FakeHelm, aws: FakeAws) -> None:
+    aws.cluster_exists()
+    aws.s3_object("cdk-assets", "evil.zip", _chart_zip({"Chart.yaml": "x", "../escaped.txt": "x"}))
+    props = git_properties(Source="s3", AssetBucket="cdk-assets", AssetKey="evil.zip", ChartPath=None)
+
+    with pytest.raises(handler.UnsafeArchiveError):
+        create(props)
+    assert helm.calls == []
+
+
+# --- credentials -------------------------------------------------------------------------------
+
+
+def test_token_is_an_eks_token_and_is_never_printed(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws.cluster_exists()
+    github()
+
+    create()
+
+    upgrade = helm.only("upgrade")
+    assert upgrade.kubeconfig is not None
+    token = upgrade.kubeconfig["users"][0]["user"]["token"]
+    assert token.startswith("k8s-aws-v1.")
+    encoded = token.removeprefix("k8s-aws-v1.")
+    assert "=" not in encoded
+    url = urlparse(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode())
+    query = parse_qs(url.query)
+    assert url.hostname is not None and url.hostname.startswith("sts.")
+    assert query["Action"] == ["GetCallerIdentity"]
+    assert query["X-Amz-Expires"] == ["60"]
+    assert "x-k8s-aws-id" in query["X-Amz-SignedHeaders"][0].split(";")
+    signature = query["X-Amz-Signature"][0]
+
+    printed = capsys.readouterr()
+    for secret in (token, encoded[:40], signature):
+        assert secret not in printed.out
+        assert secret not in printed.err
+    assert "downloading " + ARCHIVE_URL in printed.out
+
+
+def test_kubeconfig_is_private_and_points_at_the_cluster(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+
+    create()
+
+    for call in (helm.only("upgrade"), helm.only("status")):
+        assert call.kubeconfig_mode == 0o600
+        assert call.kubeconfig is not None
+        cluster = call.kubeconfig["clusters"][0]["cluster"]
+        assert cluster["server"] == "https://0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com"
+        assert call.env["KUBECONFIG"] == call.option("--kubeconfig")
+
+
+def test_helm_runs_without_aws_credentials_and_with_a_writable_home(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+
+    create()
+
+    for call in helm.calls:
+        assert not any(name.startswith("AWS_") for name in call.env)
+        assert call.env["HELM_CACHE_HOME"].startswith(call.env["HOME"])
+
+
+# --- the subprocess boundary -------------------------------------------------------------------
+
+
+def test_run_logs_the_command_and_returns_its_output(capsys: pytest.CaptureFixture[str]) -> None:
+    result = real_run([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"], {})
+
+    assert isinstance(result, subprocess.CompletedProcess)
+    assert (result.returncode, result.stdout.strip()) == (3, "out")
+    printed = capsys.readouterr().out
+    assert "import sys" in printed
+    assert "exit 3" in printed
+
+
+def test_run_is_the_only_place_a_subprocess_starts() -> None:
+    source = Path(handler.__file__).read_text()
+    assert source.count("subprocess.run(") == 1
+    assert "os.system" not in source
+    assert "Popen" not in source
+
+
+def test_bearer_token_matches_the_aws_cli_format(aws: FakeAws) -> None:
+    token = handler.bearer_token(CLUSTER, REGION)
+
+    encoded = token.removeprefix("k8s-aws-v1.")
+    url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    assert url.startswith("https://sts.")
+    assert "Action=GetCallerIdentity" in url
