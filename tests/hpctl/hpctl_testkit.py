@@ -1,0 +1,154 @@
+"""Helpers for the hpctl tests: config data, stubbed clients, a CLI runner, fake cluster descriptions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+
+from hpctl import cli
+from hpctl.aws import Clients
+
+REGION = "us-west-2"
+ACCOUNT = "123456789012"
+CLUSTER = "hp-test"
+CLUSTER_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:cluster/abc123def456"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/hp-exec"
+
+
+@pytest.fixture(autouse=True)
+def fake_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Fake credentials, no instance metadata, no user AWS config: nothing can reach real AWS."""
+    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kube" / "config"))
+
+
+def config_data(**hyperpod_overrides: Any) -> dict[str, Any]:
+    group = {
+        "name": "workers",
+        "instance_type": "ml.g5.8xlarge",
+        "instance_count": 3,
+        "az_id": "usw2-az2",
+        "threads_per_core": 1,
+        "deep_health_checks": ["InstanceStress"],
+    }
+    data: dict[str, Any] = {
+        "project": "hp",
+        "region": REGION,
+        "network": {
+            "control_plane_az_ids": ["usw2-az1", "usw2-az2"],
+            "hyperpod_subnets": [{"az_id": "usw2-az2", "cidr": "10.1.0.0/16"}],
+        },
+        "hyperpod": {"cluster_name": CLUSTER, "instance_groups": [group]},
+    }
+    data["hyperpod"].update(hyperpod_overrides)
+    return data
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[[dict[str, Any]], Path]:
+    def write(data: dict[str, Any], name: str = "config.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def config_file(write_config: Callable[..., Path]) -> Path:
+    return write_config(config_data())
+
+
+def stubbed(service: str) -> tuple[Any, Stubber]:
+    client = boto3.client(service, region_name=REGION)
+    stub = Stubber(client)
+    stub.activate()
+    return client, stub
+
+
+class Runner:
+    """Runs `hpctl.cli.main` with injected clients and captures exit code, stdout and stderr."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+
+    def __call__(self, *argv: str, clients: dict[str, Any] | None = None) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        make = None
+        if clients is not None:
+            preset = clients
+
+            def make(region: str, profile: str | None) -> Clients:
+                return Clients(region, profile, preset=preset)
+
+        code = cli.main(list(argv), make_clients=make)
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def json(self, *argv: str, clients: dict[str, Any] | None = None) -> tuple[int, Any]:
+        code, out, _ = self(*argv, "--json", clients=clients)
+        return code, json.loads(out)
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Runner:
+    return Runner(capsys)
+
+
+def cluster_description(
+    status: str = "InService", groups: list[dict[str, Any]] | None = None, **extra: Any
+) -> dict:
+    if groups is None:
+        groups = [
+            {
+                "InstanceGroupName": "workers",
+                "InstanceType": "ml.g5.8xlarge",
+                "CurrentCount": 3,
+                "TargetCount": 3,
+                "ThreadsPerCore": 1,
+                "OnStartDeepHealthChecks": ["InstanceStress"],
+                "ExecutionRole": ROLE,
+                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lc/scripts", "OnCreate": "on_create.sh"},
+            }
+        ]
+    return {
+        "ClusterArn": CLUSTER_ARN,
+        "ClusterName": CLUSTER,
+        "ClusterStatus": status,
+        "InstanceGroups": groups,
+        **extra,
+    }
+
+
+def moto_cluster(sagemaker: Any, groups: list[dict[str, Any]] | None = None, name: str = CLUSTER) -> str:
+    """Create a cluster in moto (which needs s3://sagemaker- URIs and ThreadsPerCore)."""
+    groups = groups or [{"InstanceGroupName": "workers", "InstanceType": "ml.g5.8xlarge", "InstanceCount": 3}]
+    full = [
+        {
+            "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lc/scripts", "OnCreate": "on_create.sh"},
+            "ExecutionRole": ROLE,
+            "ThreadsPerCore": 1,
+            "OnStartDeepHealthChecks": ["InstanceStress"],
+            **g,
+        }
+        for g in groups
+    ]
+    return sagemaker.create_cluster(
+        ClusterName=name,
+        InstanceGroups=full,
+        VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]},
+    )["ClusterArn"]
