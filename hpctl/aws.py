@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import boto3
+import botocore.loaders
+import botocore.session
 from botocore.config import Config
 
 from hpctl import __version__
@@ -16,6 +19,18 @@ RETRY_CONFIG = Config(
     read_timeout=60,
     user_agent_extra=f"hpctl/{__version__}",
 )
+
+
+@cache
+def _loader() -> botocore.loaders.Loader:
+    """One loader per process: service models are parsed once, not once per session."""
+    return botocore.loaders.create_loader()
+
+
+def new_session(profile: str | None, region: str | None) -> boto3.Session:
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _loader())
+    return boto3.Session(botocore_session=core, profile_name=profile, region_name=region)
 
 
 class Clients:
@@ -33,6 +48,6 @@ class Clients:
     def __call__(self, service: str) -> Any:
         if service not in self._clients:
             if self._session is None:
-                self._session = boto3.Session(profile_name=self.profile, region_name=self.region)
+                self._session = new_session(self.profile, self.region)
             self._clients[service] = self._session.client(service, config=RETRY_CONFIG)
         return self._clients[service]

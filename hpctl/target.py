@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import boto3
-
+from hpctl.aws import new_session
 from hpctl.errors import UsageError
 
 DEFAULT_CONFIG = "config/default.yaml"
@@ -43,7 +42,7 @@ def resolve(args: Any, need_config: bool = False) -> Target:
     cluster = args.cluster or cfg.hyperpod.cluster_name
     region = args.region or (cfg.region if cfg is not None else None)
     if region is None:
-        region = boto3.Session(profile_name=args.profile).region_name
+        region = new_session(args.profile, None).region_name
     if not region:
         raise UsageError("no region: pass --region, or a --config file with a region")
     return Target(cluster, region, args.profile, cfg, bool(args.cluster))

@@ -17,21 +17,24 @@ SUBCOMMANDS = sorted(cli.build_parser()._subparsers._group_actions[0].choices)  
 
 
 def test_every_command_is_there() -> None:
-    assert SUBCOMMANDS == sorted(
-        [
-            "status",
-            "nodes",
-            "wait",
-            "events",
-            "connect",
-            "ssh-config",
-            "reboot",
-            "replace",
-            "update-software",
-            "kubeconfig",
-            "drift",
-            "preflight",
-        ]
+    assert (
+        sorted(
+            [
+                "status",
+                "nodes",
+                "wait",
+                "events",
+                "connect",
+                "ssh-config",
+                "reboot",
+                "replace",
+                "update-software",
+                "kubeconfig",
+                "drift",
+                "preflight",
+            ]
+        )
+        == SUBCOMMANDS
     )
 
 

@@ -1,0 +1,432 @@
+"""drift (including the replacement warning) and every preflight verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import boto3
+import pytest
+from hpctl_testkit import CLUSTER, REGION, config_data, moto_cluster, stubbed
+from moto import mock_aws
+
+from hpctl import preflight as pf
+from hpctl.aws import Clients
+from infra.config import parse_config
+
+# --- drift ----------------------------------------------------------------------------------------
+
+
+@mock_aws
+def test_no_drift_exits_0(run, config_file: Path) -> None:
+    moto_cluster(boto3.client("sagemaker", region_name=REGION))
+    code, out, _ = run("drift", "--config", str(config_file))
+    assert code == 0 and "no drift" in out
+
+
+@mock_aws
+def test_count_and_health_check_changes_are_updates(run, write_config) -> None:
+    moto_cluster(boto3.client("sagemaker", region_name=REGION))
+    data = config_data()
+    data["hyperpod"]["instance_groups"][0].update(instance_count=5, deep_health_checks=[])
+    code, result = run.json("drift", "--config", str(write_config(data)))
+    assert code == 1
+    assert result["replaces_cluster"] is False
+    changes = {c["field"]: (c["deployed"], c["config"], c["effect"]) for c in result["changes"]}
+    assert changes == {
+        "instance_count": (3, 5, "update"),
+        "deep_health_checks": (["InstanceStress"], [], "update"),
+    }
+
+
+@mock_aws
+def test_type_change_on_an_existing_group_replaces_the_cluster(run, write_config) -> None:
+    moto_cluster(boto3.client("sagemaker", region_name=REGION))
+    data = config_data()
+    data["hyperpod"]["instance_groups"][0].update(instance_type="ml.g5.12xlarge", threads_per_core=2)
+    code, out, err = run("drift", "--config", str(write_config(data)))
+    assert code == 1
+    assert "REPLACES CLUSTER" in out and "ml.g5.12xlarge" in out
+    assert "would REPLACE the whole HyperPod cluster" in err
+
+
+@mock_aws
+def test_added_and_removed_groups(run, write_config) -> None:
+    moto_cluster(
+        boto3.client("sagemaker", region_name=REGION),
+        [
+            {"InstanceGroupName": "workers", "InstanceType": "ml.g5.8xlarge", "InstanceCount": 3},
+            {"InstanceGroupName": "old", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1},
+        ],
+    )
+    data = config_data()
+    data["hyperpod"]["instance_groups"].append(
+        {"name": "new", "instance_type": "ml.g5.12xlarge", "instance_count": 2, "az_id": "usw2-az2"}
+    )
+    code, result = run.json("drift", "--config", str(write_config(data)))
+    assert code == 1 and result["replaces_cluster"] is False
+    assert {(c["group"], c["effect"]) for c in result["changes"]} == {
+        ("new", "add group"),
+        ("old", "remove group"),
+    }
+
+
+@mock_aws
+def test_not_deployed_is_drift(run, config_file: Path) -> None:
+    code, result = run.json("drift", "--config", str(config_file))
+    assert code == 1 and result["changes"][0]["effect"] == "create cluster"
+
+
+# --- preflight: building blocks -------------------------------------------------------------------
+
+
+def _cfg(**network: object):
+    data = config_data()
+    data["network"].update(network)
+    return parse_config(data)
+
+
+def _byo_cfg(subnet_id: str, vpc_id: str, count: int = 3):
+    data = config_data()
+    data["network"] = {
+        "control_plane_az_ids": ["usw2-az1", "usw2-az2"],
+        "existing_vpc_id": vpc_id,
+        "control_plane_subnet_ids": ["subnet-0000000000000000a", "subnet-0000000000000000b"],
+        "hyperpod_subnets": [{"az_id": "usw2-az2", "subnet_id": subnet_id}],
+    }
+    data["hyperpod"]["instance_groups"][0]["instance_count"] = count
+    return parse_config(data)
+
+
+@mock_aws
+def test_az_ids_pass_and_fail_with_moto() -> None:
+    clients = Clients(REGION)
+    [check] = pf.check_az_ids(_cfg(), clients)
+    assert check.verdict == "pass" and "usw2-az2=us-west-2a" in check.reason
+    [check] = pf.check_az_ids(_cfg(control_plane_az_ids=["usw2-az1", "usw2-az9"]), clients)
+    assert check.verdict == "fail" and "usw2-az9" in check.reason
+
+
+def test_az_ids_warn_when_a_zone_is_impaired() -> None:
+    ec2, stub = stubbed("ec2")
+    zones = [
+        {"ZoneName": "us-west-2a", "ZoneId": "usw2-az2", "State": "impaired"},
+        {"ZoneName": "us-west-2b", "ZoneId": "usw2-az1", "State": "available"},
+    ]
+    stub.add_response("describe_availability_zones", {"AvailabilityZones": zones})
+    [check] = pf.check_az_ids(_cfg(), Clients(REGION, preset={"ec2": ec2}))
+    assert check.verdict == "warn" and "impaired" in check.reason
+
+
+@pytest.mark.parametrize(("value", "verdict"), [(10.0, "pass"), (2.0, "fail"), (None, "warn")])
+def test_quota_verdicts(value: float | None, verdict: str) -> None:
+    sq, stub = stubbed("service-quotas")
+    quotas = [{"QuotaName": "ml.p5.48xlarge for cluster usage", "Value": 4.0}]
+    if value is not None:
+        quotas.append({"QuotaName": "ml.g5.8xlarge for cluster usage", "Value": value})
+    stub.add_response(
+        "list_service_quotas", {"Quotas": quotas[:1], "NextToken": "n"}, {"ServiceCode": "sagemaker"}
+    )
+    stub.add_response(
+        "list_service_quotas", {"Quotas": quotas[1:]}, {"ServiceCode": "sagemaker", "NextToken": "n"}
+    )
+    [check] = pf.check_quotas(_cfg(), Clients(REGION, preset={"service-quotas": sq}))
+    assert check.name == "quota ml.g5.8xlarge"
+    assert check.verdict == verdict
+
+
+def test_quota_sums_counts_per_type() -> None:
+    data = config_data()
+    data["hyperpod"]["instance_groups"].append(
+        {"name": "more", "instance_type": "ml.g5.8xlarge", "instance_count": 4, "az_id": "usw2-az2"}
+    )
+    sq, stub = stubbed("service-quotas")
+    stub.add_response(
+        "list_service_quotas", {"Quotas": [{"QuotaName": "ml.g5.8xlarge for cluster usage", "Value": 6.0}]}
+    )
+    [check] = pf.check_quotas(parse_config(data), Clients(REGION, preset={"service-quotas": sq}))
+    assert check.verdict == "fail" and "asks for 7" in check.reason
+
+
+@mock_aws
+@pytest.mark.parametrize(("count", "verdict"), [(3, "pass"), (8, "warn"), (9, "fail")])
+def test_subnet_ip_verdicts_with_moto(count: int, verdict: str) -> None:
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24", AvailabilityZoneId="usw2-az2")["Subnet"]
+    # 251 free; ml.g5.8xlarge plans 30 IPs: 8 nodes = 240 leaves 11 (< 30 for a replacement), 9 = 270 > 251
+    [check] = pf.check_subnet_ips(_byo_cfg(subnet["SubnetId"], vpc, count), Clients(REGION), None)
+    assert check.verdict == verdict, check.reason
+
+
+@mock_aws
+def test_subnet_ips_count_only_growth_of_a_deployed_cluster_and_check_the_az() -> None:
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24", AvailabilityZoneId="usw2-az2")["Subnet"]
+    deployed = {"InstanceGroups": [{"InstanceGroupName": "workers", "CurrentCount": 6}]}
+    [check] = pf.check_subnet_ips(_byo_cfg(subnet["SubnetId"], vpc, 9), Clients(REGION), deployed)
+    assert check.verdict == "pass" and "needs 90 more" in check.reason
+    wrong_az = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", AvailabilityZoneId="usw2-az1")["Subnet"]
+    [check] = pf.check_subnet_ips(_byo_cfg(wrong_az["SubnetId"], vpc), Clients(REGION), None)
+    assert check.verdict == "fail" and "usw2-az1" in check.reason
+    [check] = pf.check_subnet_ips(_byo_cfg("subnet-0123456789abcdef0", vpc), Clients(REGION), None)
+    assert check.verdict == "fail" and "does not exist" in check.reason
+
+
+def test_subnet_ips_not_applicable_when_the_vpc_is_created() -> None:
+    [check] = pf.check_subnet_ips(_cfg(), Clients(REGION), None)
+    assert check.verdict == "pass" and "not applicable" in check.reason
+
+
+def _grafana(auth: object) -> SimpleNamespace:
+    return SimpleNamespace(observability=SimpleNamespace(grafana=SimpleNamespace(authentication=auth)))
+
+
+def test_grafana_authentication_is_read_defensively() -> None:
+    assert pf.grafana_authentication(_cfg()) == ["AWS_SSO"]  # no observability key yet
+    assert pf.grafana_authentication(_grafana(["SAML"])) == ["SAML"]
+    assert pf.grafana_authentication(_grafana("AWS_SSO")) == ["AWS_SSO"]
+
+
+@pytest.mark.parametrize(
+    ("instances", "verdict"),
+    [
+        ([{"InstanceArn": "arn:aws:sso:::instance/ssoins-1", "Status": "ACTIVE"}], "pass"),
+        ([{"InstanceArn": "arn:aws:sso:::instance/ssoins-1", "Status": "CREATE_IN_PROGRESS"}], "warn"),
+        ([], "fail"),
+    ],
+)
+def test_identity_center_verdicts(instances: list, verdict: str) -> None:
+    sso, stub = stubbed("sso-admin")
+    stub.add_response("list_instances", {"Instances": instances})
+    [check] = pf.check_identity_center(_cfg(), Clients(REGION, preset={"sso-admin": sso}))
+    assert check.verdict == verdict
+
+
+def test_identity_center_not_needed_with_saml() -> None:
+    [check] = pf.check_identity_center(_grafana("SAML"), Clients(REGION, preset={}))
+    assert check.verdict == "pass" and "not needed" in check.reason
+
+
+# --- preflight: would the synth replace a cluster? -------------------------------------------------
+
+EKS_TEMPLATE = {
+    "Resources": {
+        "Cluster9EE0221C": {
+            "Type": "AWS::EKS::Cluster",
+            "Properties": {
+                "Name": "hp-eks",
+                "RoleArn": {"Fn::GetAtt": ["Role", "Arn"]},
+                "ResourcesVpcConfig": {"SubnetIds": ["subnet-a", "subnet-b"], "EndpointPrivateAccess": True},
+                "Version": "1.32",
+            },
+        }
+    }
+}
+HP_TEMPLATE = {
+    "Resources": {
+        "HyperPodCluster": {
+            "Type": "AWS::SageMaker::Cluster",
+            "Properties": {
+                "ClusterName": CLUSTER,
+                "VpcConfig": {"Subnets": ["subnet-a"], "SecurityGroupIds": ["sg-1"]},
+                "InstanceGroups": [
+                    {
+                        "InstanceGroupName": "workers",
+                        "InstanceType": "ml.g5.8xlarge",
+                        "InstanceCount": 3,
+                        "ThreadsPerCore": 1,
+                        "ExecutionRole": "arn:aws:iam::123456789012:role/r",
+                    }
+                ],
+            },
+        }
+    }
+}
+
+
+def _edit(template: dict, fn) -> dict:
+    copy = json.loads(json.dumps(template))
+    fn(copy)
+    return copy
+
+
+def _replacement(tmp_path: Path, stack: str, deployed: dict | None, synth: dict | None, rtype: str):
+    cf, stub = stubbed("cloudformation")
+    if deployed is None:
+        stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
+    else:
+        stub.add_response("get_template", {"TemplateBody": json.dumps(deployed)})
+    if synth is not None:
+        (tmp_path / f"{stack}.template.json").write_text(json.dumps(synth))
+    [check] = pf.check_replacement(Clients(REGION, preset={"cloudformation": cf}), stack, rtype, tmp_path)
+    return check
+
+
+def test_not_deployed_stack_passes(tmp_path: Path) -> None:
+    check = _replacement(tmp_path, "hp-eks", None, None, "AWS::EKS::Cluster")
+    assert (check.verdict, check.reason) == ("pass", "not deployed")
+
+
+def test_in_place_updates_pass(tmp_path: Path) -> None:
+    synth = _edit(
+        EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(Version="1.33")
+    )
+    assert _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster").verdict == "pass"
+    synth = _edit(
+        HP_TEMPLATE,
+        lambda t: t["Resources"]["HyperPodCluster"]["Properties"]["InstanceGroups"][0].update(
+            InstanceCount=8
+        ),
+    )
+    assert (
+        _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster").verdict == "pass"
+    )
+
+
+def test_a_new_logical_id_fails(tmp_path: Path) -> None:
+    synth = {"Resources": {"ClusterNEW": EKS_TEMPLATE["Resources"]["Cluster9EE0221C"]}}
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster")
+    assert check.verdict == "fail" and "Cluster9EE0221C disappears" in check.reason
+
+
+def test_a_create_only_eks_property_fails(tmp_path: Path) -> None:
+    synth = _edit(
+        EKS_TEMPLATE,
+        lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(
+            KubernetesNetworkConfig={"IpFamily": "ipv6"}
+        ),
+    )
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster")
+    assert check.verdict == "fail" and "KubernetesNetworkConfig.IpFamily" in check.reason
+
+
+def test_eks_subnet_change_warns(tmp_path: Path) -> None:
+    synth = _edit(
+        EKS_TEMPLATE,
+        lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"]["ResourcesVpcConfig"].update(
+            SubnetIds=["subnet-c"]
+        ),
+    )
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster")
+    assert check.verdict == "warn" and "SubnetIds" in check.reason
+
+
+def test_a_group_instance_type_change_fails(tmp_path: Path) -> None:
+    synth = _edit(
+        HP_TEMPLATE,
+        lambda t: t["Resources"]["HyperPodCluster"]["Properties"]["InstanceGroups"][0].update(
+            InstanceType="ml.g5.12xlarge"
+        ),
+    )
+    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster")
+    assert check.verdict == "fail" and "group workers: InstanceType changes" in check.reason
+
+
+def test_a_cluster_vpc_change_fails(tmp_path: Path) -> None:
+    synth = _edit(
+        HP_TEMPLATE,
+        lambda t: t["Resources"]["HyperPodCluster"]["Properties"]["VpcConfig"].update(Subnets=["subnet-z"]),
+    )
+    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster")
+    assert check.verdict == "fail" and "VpcConfig" in check.reason
+
+
+def test_missing_synth_warns(tmp_path: Path) -> None:
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, None, "AWS::EKS::Cluster")
+    assert check.verdict == "warn" and "cdk synth" in check.reason
+
+
+def test_synth_template_found_through_the_manifest(tmp_path: Path) -> None:
+    (tmp_path / "EksStack.template.json").write_text(json.dumps(EKS_TEMPLATE))
+    manifest = {
+        "artifacts": {
+            "EksStack": {
+                "type": "aws:cloudformation:stack",
+                "properties": {"templateFile": "EksStack.template.json", "stackName": "hp-eks"},
+            }
+        }
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert pf.find_synth_template(tmp_path, "hp-eks") == tmp_path / "EksStack.template.json"
+
+
+def test_create_only_lists_match_the_cloudformation_schemas() -> None:
+    """The hand-kept lists cover the createOnlyProperties of the bundled CloudFormation schemas."""
+    cfnlint = pytest.importorskip("cfnlint")
+    schemas = Path(cfnlint.__file__).parent / "data" / "schemas" / "resources"
+    found = {}
+    for path in schemas.glob("*.json"):
+        text = path.read_text(encoding="utf-8")
+        for rtype in ("AWS::EKS::Cluster", "AWS::SageMaker::Cluster"):
+            if f'"typeName": "{rtype}"' in text:
+                found[rtype] = json.loads(text).get("createOnlyProperties", [])
+    if not found:
+        pytest.skip("schemas not bundled")
+
+    def dotted(paths: list[str]) -> set[str]:
+        return {p.removeprefix("/properties/").replace("/", ".") for p in paths}
+
+    assert dotted(found["AWS::EKS::Cluster"]) <= set(pf.EKS_CREATE_ONLY)
+    covered = {p.split(".")[0] for p in dotted(found["AWS::SageMaker::Cluster"])}
+    assert covered <= set(pf.SAGEMAKER_CREATE_ONLY)
+
+
+# --- preflight end to end -------------------------------------------------------------------------
+
+
+def _stubs(quota: float, instances: list) -> dict:
+    sq, sq_stub = stubbed("service-quotas")
+    sq_stub.add_response(
+        "list_service_quotas", {"Quotas": [{"QuotaName": "ml.g5.8xlarge for cluster usage", "Value": quota}]}
+    )
+    sso, sso_stub = stubbed("sso-admin")
+    sso_stub.add_response("list_instances", {"Instances": instances})
+    cf, cf_stub = stubbed("cloudformation")
+    for stack in ("hp-eks", "hp-hyperpod"):
+        cf_stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
+    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf}
+
+
+@mock_aws
+def test_preflight_all_pass_exits_0(run, config_file: Path, tmp_path: Path) -> None:
+    clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1", "Status": "ACTIVE"}])
+    code, out, _ = run("preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients)
+    assert code == 0, out
+    assert "0 failed" in out and "FAIL" not in out
+
+
+@mock_aws
+def test_preflight_a_failed_check_exits_1_and_json_parses(run, config_file: Path, tmp_path: Path) -> None:
+    clients = _stubs(1.0, [])
+    code, data = run.json(
+        "preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients
+    )
+    assert code == 1 and data["ok"] is False
+    verdicts = {c["name"]: c["verdict"] for c in data["checks"]}
+    assert verdicts == {
+        "az-ids": "pass",
+        "quota ml.g5.8xlarge": "fail",
+        "subnet-ips": "pass",
+        "identity-center": "fail",
+        "no-replace hp-eks": "pass",
+        "no-replace hp-hyperpod": "pass",
+    }
+
+
+@mock_aws
+def test_preflight_access_denied_on_one_api_is_a_warning(run, config_file: Path, tmp_path: Path) -> None:
+    clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1"}])
+    sq, stub = stubbed("service-quotas")
+    stub.add_client_error(
+        "list_service_quotas", "AccessDeniedException", "no servicequotas:ListServiceQuotas"
+    )
+    clients["service-quotas"] = sq
+    code, data = run.json(
+        "preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients
+    )
+    assert code == 0
+    [quota] = [c for c in data["checks"] if c["name"] == "quotas"]
+    assert quota["verdict"] == "warn" and "could not check" in quota["reason"]
