@@ -27,7 +27,7 @@ from hpctl.errors import (
     UsageError,
     describe_aws_error,
 )
-from hpctl.output import cell, fields, is_terminal, print_json, print_table
+from hpctl.output import fields, is_terminal, print_json, print_table
 from hpctl.target import Target, parse_duration, parse_time, resolve
 from hpctl.wait import wait_for_cluster
 
@@ -641,10 +641,3 @@ def main(argv: Sequence[str] | None = None, *, make_clients: MakeClients | None 
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
-
-
-def run() -> None:
-    sys.exit(main())
-
-
-__all__ = ["build_parser", "cell", "main"]
