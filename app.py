@@ -9,6 +9,7 @@ from aws_cdk import App
 
 from infra.config import load_config
 from infra.errors import ConfigError
+from infra.hyperpod.lock import guard_replacement, lock_path_for
 from stacks.app_builder import build_app
 
 DEFAULT_CONFIG = "config/default.yaml"
@@ -19,10 +20,11 @@ def main() -> None:
     path = app.node.try_get_context("config") or DEFAULT_CONFIG
     try:
         config = load_config(path)
+        guard_replacement(config, lock_path_for(path))
+        build_app(app, config)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    build_app(app, config)
     app.synth()
 
 

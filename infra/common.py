@@ -1,9 +1,12 @@
-"""Small shared pieces every construct uses: log retention by day count, removal policy by config."""
+"""Small shared pieces the constructs use: log retention, removal policy, cdk-nag acknowledgments."""
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from typing import Any
+
+from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_logs as logs
+from constructs import IConstruct
 
 # CloudWatch Logs accepts only these retention periods (days -> aws_logs.RetentionDays member).
 RETENTION_DAYS: dict[int, str] = {
@@ -23,3 +26,33 @@ def retention(days: int) -> logs.RetentionDays:
 def data_removal_policy(destroy_data_on_delete: bool) -> RemovalPolicy:
     """Data-bearing resources (buckets, log groups, keys) are retained unless the config opts out."""
     return RemovalPolicy.DESTROY if destroy_data_on_delete else RemovalPolicy.RETAIN
+
+
+def nag_name(scope: IConstruct, value: str) -> str:
+    """How cdk-nag prints a (possibly token) value in a finding ID, e.g. ``<BucketAB12.Arn>/prefix/*``.
+
+    Acknowledgments must name the exact finding, and a finding on a resource ARN embeds the logical ID
+    of the resource; this derives it instead of copying generated IDs into the code.
+    """
+    resolved = Stack.of(scope).resolve(value)
+    return _render(resolved)
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        (function, argument), = value.items()
+        if function == "Fn::GetAtt":
+            return f"<{argument[0]}.{argument[1]}>"
+        if function == "Ref":
+            return f"<{argument}>"
+        if function == "Fn::Join":
+            separator, parts = argument
+            return separator.join(_render(part) for part in parts)
+    raise ValueError(f"cannot render {value!r} as a cdk-nag name")
+
+
+def acknowledge(scope: IConstruct, finding: str, reason: str, pack: str = "AwsSolutions") -> None:
+    """Acknowledge one cdk-nag finding on ``scope`` (and only its own resources) with a checkable reason."""
+    Validations.of(scope).acknowledge(Acknowledgment(id=f"{pack}::{finding}", reason=reason))

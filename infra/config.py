@@ -360,6 +360,25 @@ class ChartConfig(_Strict):
         return self
 
 
+class LifecycleOptions(_Strict):
+    """Settings written to lifecycle_config.env next to on_create.sh (see lifecycle_scripts/README.md)."""
+
+    containerd_on_opt_sagemaker: bool = True
+    kubelet_on_opt_sagemaker: bool = True
+    fsx_lustre_client: bool = False
+    secondary_volume_wait_seconds: int = Field(default=300, ge=10, le=3600)
+
+    def render(self) -> str:
+        values = {
+            "CONTAINERD_ON_OPT_SAGEMAKER": self.containerd_on_opt_sagemaker,
+            "KUBELET_ON_OPT_SAGEMAKER": self.kubelet_on_opt_sagemaker,
+            "ENABLE_FSX_LUSTRE_CLIENT": self.fsx_lustre_client,
+            "SECONDARY_VOLUME_WAIT_SECONDS": self.secondary_volume_wait_seconds,
+        }
+        lines = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in values.items()]
+        return "# Written by the HyperPod stack; read by on_create.sh.\n" + "\n".join(lines) + "\n"
+
+
 class HyperPodConfig(_Strict):
     cluster_name: Name63
     instance_groups: list[InstanceGroupConfig] = Field(min_length=1, max_length=MAX_INSTANCE_GROUPS)
@@ -367,6 +386,7 @@ class HyperPodConfig(_Strict):
     node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
     lifecycle_scripts_dir: str = "lifecycle_scripts"
     on_create_script: str = "on_create.sh"
+    lifecycle: LifecycleOptions = LifecycleOptions()
     dependencies_chart: ChartConfig = ChartConfig()
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
     # Create-only fields of existing instance groups are compared with hyperpod.lock.json; a change
@@ -406,9 +426,10 @@ class AppConfig(_Strict):
     @model_validator(mode="after")
     def _cross_checks(self) -> AppConfig:
         prefix = az_id_prefix(self.region)
-        az_keys = [(f"network.control_plane_az_ids.{i}", az) for i, az in enumerate(self.network.control_plane_az_ids)]
-        az_keys += [(f"network.hyperpod_subnets.{i}.az_id", s.az_id) for i, s in enumerate(self.network.hyperpod_subnets)]
-        az_keys += [(f"hyperpod.instance_groups.{i}.az_id", g.az_id) for i, g in enumerate(self.hyperpod.instance_groups)]
+        network, groups = self.network, self.hyperpod.instance_groups
+        az_keys = [(f"network.control_plane_az_ids.{i}", az) for i, az in enumerate(network.control_plane_az_ids)]
+        az_keys += [(f"network.hyperpod_subnets.{i}.az_id", s.az_id) for i, s in enumerate(network.hyperpod_subnets)]
+        az_keys += [(f"hyperpod.instance_groups.{i}.az_id", g.az_id) for i, g in enumerate(groups)]
         for key, az in az_keys:
             if not az.startswith(prefix + "-az"):
                 raise ConfigError(key, az, f"not an AZ ID of region {self.region} (expected {prefix}-azN)")

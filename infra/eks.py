@@ -5,14 +5,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from aws_cdk import Acknowledgment, CfnOutput, RemovalPolicy, Stack, Validations
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.common import retention
+from infra.common import acknowledge, retention
 from infra.config import EksConfig
 
 # Add-ons the control plane needs before HyperPod nodes join. HyperPod supports only the VPC CNI.
@@ -93,18 +93,17 @@ class EksControlPlane(Construct):
             output_config_command=False,
         )
         self.cluster.node.add_dependency(self.log_group)
-        Validations.of(self.cluster.role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions::AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",
-                reason="The EKS service role must carry AmazonEKSClusterPolicy; EKS documents no scoped equivalent.",
-            )
+        acknowledge(
+            self.cluster.role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",
+            "The EKS service role must carry AmazonEKSClusterPolicy; EKS documents no scoped equivalent.",
         )
-        Validations.of(self.cluster).acknowledge(
-            Acknowledgment(
-                id="Annotation::@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
-                reason="HyperPodNetwork tags the subnets it creates with the ELB role tags; an existing VPC's "
-                "owner tags its own subnets.",
-            )
+        acknowledge(
+            self.cluster,
+            "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+            "HyperPodNetwork tags the subnets it creates with the ELB role tags; an existing VPC's owner tags "
+            "its own subnets.",
+            pack="Annotation",
         )
         self.cfn_cluster: eks.CfnCluster = self.cluster.node.default_child  # type: ignore[assignment]
         if config.authentication_mode != "API":
@@ -116,7 +115,7 @@ class EksControlPlane(Construct):
             self.addons[name] = eks.Addon(
                 self,
                 f"Addon-{name}",
-                cluster=self.cluster,
+                cluster=self.cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
                 addon_name=name,
                 addon_version=config.addon_versions.get(name),  # type: ignore[call-overload]
                 preserve_on_delete=True,
@@ -133,7 +132,7 @@ class EksControlPlane(Construct):
                 eks.AccessEntry(
                     self,
                     f"Admin-{digest}",
-                    cluster=self.cluster,
+                    cluster=self.cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
                     principal=principal,
                     access_policies=[admin],
                 )

@@ -9,6 +9,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.config import AppConfig
 from stacks.eks_stack import EksStack
+from stacks.hyperpod_stack import HyperPodStack
 from stacks.network_stack import NetworkStack
 
 
@@ -16,6 +17,7 @@ from stacks.network_stack import NetworkStack
 class HyperPodApp:
     network: NetworkStack
     eks: EksStack
+    hyperpod: HyperPodStack
 
 
 def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
@@ -30,8 +32,14 @@ def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
         description="HyperPod on EKS: EKS control plane, add-ons, access entries",
     )
     eks.add_stack_dependency(network)
+    hyperpod = HyperPodStack(
+        app, f"{config.project}-hyperpod", config=config, network=network.network,
+        control_plane=eks.control_plane, env=env,
+        description="HyperPod on EKS: lifecycle scripts, execution role, dependencies chart, HyperPod cluster",
+    )
+    hyperpod.add_stack_dependency(eks)
     for key, value in {"project": config.project, **config.tags}.items():
         Tags.of(app).add(key, value)
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    return HyperPodApp(network=network, eks=eks)
+    return HyperPodApp(network=network, eks=eks, hyperpod=hyperpod)

@@ -83,6 +83,14 @@ def mutate(changes: dict[str, Any], base: dict[str, Any] | None = None) -> dict[
     return data
 
 
+def routine_change(data: dict[str, Any]) -> dict[str, Any]:
+    """A routine day-2 change of the default config: more nodes and one more group in the same AZ."""
+    groups = data["hyperpod"]["instance_groups"]
+    groups[0]["instance_count"] = 4
+    groups.append({"name": "gpu-extra", "instance_type": "ml.g5.12xlarge", "instance_count": 2, "az_id": "usw2-az2"})
+    return data
+
+
 @pytest.fixture(scope="session")
 def default_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     config = parse_config(default_config_data(), "config/default.yaml")
@@ -107,6 +115,7 @@ VARIANT_CHANGES: dict[str, Any] = {
         "authentication_mode": "API_AND_CONFIG_MAP",
     },
     "hyperpod": {
+        "permissions_boundary_arn": "arn:aws:iam::111122223333:policy/PlatformBoundary",
         "instance_groups": [
             {
                 "name": "gpu-workers",
@@ -114,6 +123,8 @@ VARIANT_CHANGES: dict[str, Any] = {
                 "instance_count": 2,
                 "az_id": "usw2-az2",
                 "deep_health_checks": ["InstanceStress", "InstanceConnectivity"],
+                "labels": {"team": "research"},
+                "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
             },
             {
                 "name": "cpu-workers",
@@ -145,3 +156,16 @@ BYO_CHANGES: dict[str, Any] = {
 def byo_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     config = parse_config(mutate(BYO_CHANGES), "byo")
     return synthesize(config, tmp_path_factory.mktemp("cdk-byo"))
+
+
+@pytest.fixture(scope="session")
+def routine_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    config = parse_config(routine_change(default_config_data()), "routine")
+    return synthesize(config, tmp_path_factory.mktemp("cdk-routine"))
+
+
+@pytest.fixture(scope="session")
+def group_removed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    data = mutate(VARIANT_CHANGES)
+    data["hyperpod"]["instance_groups"] = data["hyperpod"]["instance_groups"][:1]
+    return synthesize(parse_config(data, "group-removed"), tmp_path_factory.mktemp("cdk-removed"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -57,7 +58,8 @@ REFUSALS = [
     ("vpc cidr too large", {"network": {"vpc_cidr": "10.0.0.0/12"}}, "network.vpc_cidr", "/16 and /24"),
     ("vpc cidr public", {"network": {"vpc_cidr": "8.8.0.0/16"}}, "network.vpc_cidr", "private"),
     ("not a cidr", {"network": {"vpc_cidr": "10.192.0.0/33"}}, "network.vpc_cidr", "10.192.0.0/33"),
-    ("subnets too small for the groups", {"network": {"hyperpod_subnets": [{"az_id": "usw2-az2", "cidr": "10.1.0.0/28"}]}},
+    ("subnets too small for the groups",
+     {"network": {"hyperpod_subnets": [{"az_id": "usw2-az2", "cidr": "10.1.0.0/28"}]}},
      "network.hyperpod_subnets.0.cidr", "need 30 IPs"),
     ("k8s version unsupported", {"eks": {"version": "1.27"}}, "eks.version", "1.27"),
     ("k8s version as float", {"eks": {"version": 1.3}}, "eks.version", "quoted string"),
@@ -166,7 +168,7 @@ def test_ip_plan_names_needed_and_available():
 def test_app_refuses_a_bad_config_without_a_traceback(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(mutate(group(instance_type="g5.8xlarge"))))
-    env = dict(os.environ, CDK_CONTEXT_JSON='{"config": "%s"}' % bad, CDK_OUTDIR=str(tmp_path / "out"))
+    env = dict(os.environ, CDK_CONTEXT_JSON=json.dumps({"config": str(bad)}), CDK_OUTDIR=str(tmp_path / "out"))
     result = subprocess.run([sys.executable, str(ROOT / "app.py")], capture_output=True, text=True, env=env,
                             cwd=ROOT, check=False, timeout=120)
     assert result.returncode == 2

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-# cfn-lint findings this project accepts, each with the reason (none today).
-CFN_LINT_IGNORED: dict[str, str] = {}
+# cfn-lint findings this project accepts, each with the reason.
+CFN_LINT_IGNORED: dict[str, str] = {
+    "W3005": "aws-cdk-lib's Lambda constructs (BucketDeployment, the custom resource Provider) add a DependsOn "
+    "on the role's default policy next to a GetAtt of the role; the duplicate edge is harmless.",
+}
 
 VARIANTS = ["default_synth", "variant_synth", "byo_synth"]
 
@@ -42,8 +45,9 @@ def test_cfn_lint_reports_nothing(request, variant):
     synth = request.getfixturevalue(variant)
     templates = sorted(str(p) for p in Path(synth.outdir).glob("*.template.json"))
     assert templates
-    ignore = ["--ignore-checks", *CFN_LINT_IGNORED] if CFN_LINT_IGNORED else []
+    ignore = [arg for check in CFN_LINT_IGNORED for arg in ("--ignore-checks", check)]
     result = subprocess.run(
-        [str(Path(sys.executable).parent / "cfn-lint"), *ignore, "--", *templates], capture_output=True, text=True, check=False
+        [str(Path(sys.executable).parent / "cfn-lint"), *ignore, "--", *templates],
+        capture_output=True, text=True, check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -53,9 +53,9 @@ def test_efa_group_allows_all_traffic_within_itself_and_no_open_all_traffic_egre
     (group_id,) = groups
     egress = groups[group_id]["Properties"]["SecurityGroupEgress"]
     assert all(not (e.get("CidrIp") == "0.0.0.0/0" and e["IpProtocol"] == "-1") for e in egress)
-    assert {"CidrIp": "0.0.0.0/0", "IpProtocol": "tcp", "FromPort": 443, "ToPort": 443} == {
+    assert {
         k: v for k, v in egress[0].items() if k != "Description"
-    }
+    } == {"CidrIp": "0.0.0.0/0", "IpProtocol": "tcp", "FromPort": 443, "ToPort": 443}
     ingress = default_synth.resources("network", "AWS::EC2::SecurityGroupIngress").values()
     self_rules = {
         (r["Properties"]["IpProtocol"], r["Properties"].get("FromPort"), r["Properties"].get("ToPort"))

@@ -1,0 +1,125 @@
+"""The AWS::SageMaker::Cluster itself: instance groups joined to the EKS cluster, resilience features on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import CfnOutput, Fn
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct, IDependable
+
+from infra.config import HyperPodConfig, InstanceGroupConfig
+
+
+class HyperPodCluster(Construct):
+    """A SageMaker HyperPod cluster orchestrated by an EKS cluster.
+
+    Every configured instance group becomes a ``ClusterInstanceGroup`` with its type, count, threads per
+    core, one EBS volume (mounted at /opt/sagemaker), deep health checks, optional training plan, and
+    Kubernetes labels and taints. ``VpcConfig`` lists the HyperPod subnets and the EFA security group; when
+    there is more than one HyperPod subnet each group is pinned to its AZ's subnet with
+    ``OverrideVpcConfig``. Node recovery (Automatic by default) and node provisioning mode (Continuous by
+    default) come from config. ``depends_on`` (the dependencies chart, the uploaded lifecycle scripts) is
+    made an explicit dependency of the cluster.
+
+    The construct ID of the L1 resource never changes with config, and neither do create-only
+    properties for routine changes (counts, adding or removing groups): see ``infra.hyperpod.lock``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: HyperPodConfig,
+        eks_cluster_arn: str,
+        execution_role_arn: str,
+        subnet_ids_by_az: Mapping[str, str],
+        security_group_ids: Sequence[str],
+        lifecycle_s3_uri: str,
+        depends_on: Sequence[IDependable] = (),
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.config = config
+        pin_groups = len(subnet_ids_by_az) > 1
+        self.cfn_cluster = sagemaker.CfnCluster(
+            self,
+            "Cluster",
+            cluster_name=config.cluster_name,
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster_arn)
+            ),
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=list(security_group_ids), subnets=list(subnet_ids_by_az.values())
+            ),
+            node_recovery=config.node_recovery,
+            node_provisioning_mode=config.node_provisioning_mode,
+            instance_groups=[
+                self._group(group, execution_role_arn, lifecycle_s3_uri, config.on_create_script,
+                            subnet_ids_by_az[group.az_id] if pin_groups else None, security_group_ids)
+                for group in config.instance_groups
+            ],
+        )
+        for dependency in depends_on:
+            self.cfn_cluster.node.add_dependency(dependency)
+
+        self.cluster_arn = self.cfn_cluster.attr_cluster_arn
+        self.cluster_name = config.cluster_name
+        # The cluster id is the last segment of the ARN: arn:...:cluster/<id>.
+        self.cluster_id = Fn.select(1, Fn.split("/", self.cluster_arn))
+        self.lifecycle_log_group = Fn.join("", ["/aws/sagemaker/Clusters/", config.cluster_name, "/",
+                                                self.cluster_id])
+        CfnOutput(self, "ClusterNameOutput", value=config.cluster_name, description="HyperPod cluster name")
+        CfnOutput(self, "ClusterArnOutput", value=self.cluster_arn, description="HyperPod cluster ARN")
+        CfnOutput(self, "ClusterIdOutput", value=self.cluster_id, description="HyperPod cluster id")
+        CfnOutput(self, "LifecycleLogGroup", value=self.lifecycle_log_group,
+                  description="CloudWatch log group of the lifecycle scripts (streams LifeCycleConfig/<group>/<id>)")
+        CfnOutput(self, "SsmTargetFormat",
+                  value=Fn.join("", ["sagemaker-cluster:", self.cluster_id, "_<instance-group>-<instance-id>"]),
+                  description="SSM target of a node: aws ssm start-session --target <this, filled in>")
+
+    @staticmethod
+    def _group(
+        group: InstanceGroupConfig,
+        execution_role_arn: str,
+        lifecycle_s3_uri: str,
+        on_create: str,
+        pinned_subnet: str | None,
+        security_group_ids: Sequence[str],
+    ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+        kubernetes = None
+        if group.labels or group.taints:
+            kubernetes = sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
+                labels=dict(group.labels) or None,
+                taints=[
+                    sagemaker.CfnCluster.ClusterKubernetesTaintProperty(key=t.key, value=t.value, effect=t.effect)
+                    for t in group.taints
+                ] or None,
+            )
+        return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
+            instance_group_name=group.name,
+            instance_type=group.instance_type,
+            instance_count=group.instance_count,
+            execution_role=execution_role_arn,
+            threads_per_core=group.threads_per_core,
+            life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+                source_s3_uri=lifecycle_s3_uri, on_create=on_create
+            ),
+            instance_storage_configs=[
+                sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                        volume_size_in_gb=group.ebs_volume_gb
+                    )
+                )
+            ],
+            on_start_deep_health_checks=list(group.deep_health_checks) or None,
+            training_plan_arn=group.training_plan_arn,
+            override_vpc_config=(
+                sagemaker.CfnCluster.VpcConfigProperty(
+                    security_group_ids=list(security_group_ids), subnets=[pinned_subnet]
+                )
+                if pinned_subnet
+                else None
+            ),
+            kubernetes_config=kubernetes,
+        )

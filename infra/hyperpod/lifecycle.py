@@ -1,0 +1,133 @@
+"""Lifecycle scripts: the bucket HyperPod reads them from, their upload, and the synth-time checks on them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from aws_cdk import Aws, FeatureFlags, Fn, RemovalPolicy, Stack, Token
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from aws_cdk.region_info import RegionInfo
+from constructs import Construct
+
+from infra.common import acknowledge, nag_name
+from infra.config import LifecycleOptions
+from infra.errors import ConfigError
+
+LIFECYCLE_PREFIX = "lifecycle"
+CONFIG_FILE_NAME = "lifecycle_config.env"
+
+
+def check_lifecycle_dir(directory: Path, on_create: str) -> Path:
+    """Refuse, at synth, a scripts directory HyperPod would fail on with an opaque node error."""
+    key = "hyperpod.lifecycle_scripts_dir"
+    if not directory.is_dir():
+        raise ConfigError(key, str(directory), "no such directory")
+    script = directory / on_create
+    if not script.is_file():
+        raise ConfigError("hyperpod.on_create_script", on_create, f"not found in {directory}")
+    if not os.access(script, os.X_OK):
+        raise ConfigError("hyperpod.on_create_script", str(script), "not executable (chmod +x it)")
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and path.suffix in {".sh", ".env", ""} and b"\r\n" in path.read_bytes():
+            raise ConfigError(key, str(path), f"{path.name} has CRLF line endings; convert it to LF")
+    return script
+
+
+class LifecycleScripts(Construct):
+    """A `sagemaker-` bucket holding the lifecycle scripts of this repository under ``lifecycle/``.
+
+    The bucket is named ``sagemaker-<cluster>-<account>-<region>`` (the managed instance policy reads only
+    ``sagemaker-*`` buckets; the execution role is also granted read of the prefix explicitly), encrypted
+    (SSE-S3), versioned, TLS-only, with public access blocked and server access logs in a second bucket.
+    The scripts directory is checked at synth (``check_lifecycle_dir``) and uploaded at deploy time with
+    the rendered ``lifecycle_config.env`` beside them; nothing is fetched from the internet.
+
+    Pass ``bucket`` to use an existing bucket instead of creating one.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        scripts_dir: Path,
+        on_create: str,
+        options: LifecycleOptions,
+        bucket: s3.IBucket | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        check_lifecycle_dir(scripts_dir, on_create)
+        self.on_create = on_create
+        self.access_log_bucket: s3.Bucket | None = None
+        if bucket is None:
+            self.access_log_bucket = s3.Bucket(
+                self,
+                "AccessLogs",
+                encryption=s3.BucketEncryption.S3_MANAGED,
+                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                enforce_ssl=True,
+                versioned=True,
+                object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+                removal_policy=removal_policy,
+            )
+            acknowledge(
+                self.access_log_bucket, "AwsSolutions-S1",
+                "This bucket receives the lifecycle bucket's server access logs; logging it to itself would loop.",
+            )
+            bucket = s3.Bucket(
+                self,
+                "Bucket",
+                bucket_name=Fn.join("-", ["sagemaker", cluster_name.lower()[:20], Aws.ACCOUNT_ID, Aws.REGION]),
+                encryption=s3.BucketEncryption.S3_MANAGED,
+                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                enforce_ssl=True,
+                versioned=True,
+                server_access_logs_bucket=self.access_log_bucket,
+                server_access_logs_prefix="lifecycle-bucket/",
+                removal_policy=removal_policy,
+            )
+        self.bucket = bucket
+        self.deployment = s3deploy.BucketDeployment(
+            self,
+            "Upload",
+            destination_bucket=bucket,
+            destination_key_prefix=f"{LIFECYCLE_PREFIX}/",
+            sources=[
+                s3deploy.Source.asset(str(scripts_dir), exclude=["*.md", "*.example", ".*"]),
+                s3deploy.Source.data(CONFIG_FILE_NAME, options.render()),
+            ],
+            prune=True,
+            retain_on_delete=removal_policy == RemovalPolicy.RETAIN,
+        )
+        self._acknowledge_deployment_handler(bucket)
+        self.source_s3_uri = f"s3://{bucket.bucket_name}/{LIFECYCLE_PREFIX}/"
+        self.prefix_arn = bucket.arn_for_objects(f"{LIFECYCLE_PREFIX}/*")
+
+    def _acknowledge_deployment_handler(self, bucket: s3.IBucket) -> None:
+        """Findings on the upload function aws-cdk-lib's BucketDeployment creates (its code, not ours)."""
+        stack = Stack.of(self)
+        handler = next(c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
+        acknowledge(handler, "AwsSolutions-L1",
+                    "BucketDeployment's handler runtime is set by aws-cdk-lib and moves with library upgrades.")
+        role = self.deployment.handler_role
+        acknowledge(
+            role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "BucketDeployment's handler uses the basic execution policy only to write its own logs.",
+        )
+        for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*", "s3:Abort*", "s3:DeleteObject*"):
+            acknowledge(role, f"AwsSolutions-IAM5[Action::{action}]",
+                        "aws-cdk-lib's grantRead/grantWrite action groups, limited to the asset bucket object "
+                        "and the lifecycle bucket.")
+        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+        literal = FeatureFlags.of(stack).is_enabled("@aws-cdk/core:enablePartitionLiterals")
+        partition = RegionInfo.get(region).partition if literal and not region.startswith("<") else "<AWS::Partition>"
+        acknowledge(role, f"AwsSolutions-IAM5[Resource::arn:{partition}:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-"
+                          f"{region}/*]",
+                    "The scripts' zip is a CDK asset whose object key is a content hash.")
+        acknowledge(role, f"AwsSolutions-IAM5[Resource::{nag_name(self, bucket.bucket_arn)}/*]",
+                    "The upload writes and prunes the lifecycle scripts, whose names come from the repository.")

@@ -1,0 +1,245 @@
+"""HyperPodStack intent: the cluster, its groups, lifecycle bucket, execution role and dependencies chart."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from tests.conftest import ROOT
+
+# Create-only properties of AWS::SageMaker::Cluster: a change replaces the whole cluster.
+CLUSTER_CREATE_ONLY = ("ClusterName", "VpcConfig", "Orchestrator")
+GROUP_CREATE_ONLY = ("InstanceGroupName", "InstanceType", "ExecutionRole", "ThreadsPerCore", "OverrideVpcConfig")
+
+
+def _cluster(synth):
+    (item,) = synth.resources("hyperpod", "AWS::SageMaker::Cluster").items()
+    return item
+
+
+def _groups(synth):
+    return {g["InstanceGroupName"]: g for g in _cluster(synth)[1]["Properties"]["InstanceGroups"]}
+
+
+def test_cluster_is_orchestrated_by_the_eks_cluster(default_synth):
+    props = _cluster(default_synth)[1]["Properties"]
+    arn = props["Orchestrator"]["Eks"]["ClusterArn"]
+    assert arn["Fn::ImportValue"].startswith("hyperpod-dev-eks:") and "ControlPlaneCluster" in arn["Fn::ImportValue"]
+    assert props["ClusterName"] == "hyperpod-dev"
+    assert props["NodeRecovery"] == "Automatic"
+    assert props["NodeProvisioningMode"] == "Continuous"
+
+
+def test_vpc_config_uses_the_hyperpod_subnets_and_efa_group(default_synth):
+    vpc = _cluster(default_synth)[1]["Properties"]["VpcConfig"]
+    (subnet,) = vpc["Subnets"]
+    assert "NetworkHyperPodusw2az2" in subnet["Fn::ImportValue"]
+    (group,) = vpc["SecurityGroupIds"]
+    assert "EfaSecurityGroup" in group["Fn::ImportValue"]
+
+
+def test_instance_group_carries_every_configured_field(default_synth):
+    group = _groups(default_synth)["gpu-workers"]
+    assert group["InstanceType"] == "ml.g5.8xlarge"
+    assert group["InstanceCount"] == 1
+    assert group["ThreadsPerCore"] == 1
+    assert group["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}]
+    assert group["OnStartDeepHealthChecks"] == ["InstanceStress"]
+    assert group["LifeCycleConfig"]["OnCreate"] == "on_create.sh"
+    assert group["LifeCycleConfig"]["SourceS3Uri"]["Fn::Join"][1][-1] == "/lifecycle/"
+    assert group["ExecutionRole"]["Fn::GetAtt"][0].startswith("ExecutionRole")
+    assert "OverrideVpcConfig" not in group  # one HyperPod subnet: the cluster's VpcConfig is enough
+
+
+def test_groups_spanning_azs_are_pinned_to_their_subnet_with_labels_and_taints(variant_synth):
+    groups = _groups(variant_synth)
+    gpu, cpu = groups["gpu-workers"], groups["cpu-workers"]
+    assert "usw2az2" in json.dumps(gpu["OverrideVpcConfig"]["Subnets"])
+    assert "usw2az3" in json.dumps(cpu["OverrideVpcConfig"]["Subnets"])
+    assert gpu["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert gpu["KubernetesConfig"] == {
+        "Labels": {"team": "research"},
+        "Taints": [{"Key": "nvidia.com/gpu", "Value": "present", "Effect": "NoSchedule"}],
+    }
+    assert "KubernetesConfig" not in cpu and "OnStartDeepHealthChecks" not in cpu
+    assert len(_cluster(variant_synth)[1]["Properties"]["VpcConfig"]["Subnets"]) == 2
+
+
+def test_cluster_waits_for_the_chart_and_the_scripts(default_synth):
+    logical_id, cluster = _cluster(default_synth)
+    resources = default_synth.template("hyperpod")["Resources"]
+    depends = cluster["DependsOn"]
+    assert any(resources[d]["Type"] == "Custom::HyperPodHelmRelease" for d in depends)
+    assert any(resources[d]["Type"] == "Custom::CDKBucketDeployment" for d in depends)
+
+
+def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, variant_synth):
+    """Validate against botocore's CreateCluster model: patterns, ranges and enums of every field we set."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    request = model.operation_model("CreateCluster").input_shape
+    group_shape = request.members["InstanceGroups"].member
+    for synth in (default_synth, variant_synth):
+        props = _cluster(synth)[1]["Properties"]
+        name_shape = request.members["ClusterName"]
+        assert re.fullmatch(name_shape.metadata["pattern"], props["ClusterName"])
+        assert props["NodeRecovery"] in request.members["NodeRecovery"].enum
+        assert props["NodeProvisioningMode"] in request.members["NodeProvisioningMode"].enum
+        for group in props["InstanceGroups"]:
+            members = group_shape.members
+            assert re.fullmatch(members["InstanceGroupName"].metadata["pattern"], group["InstanceGroupName"])
+            assert group["InstanceType"] in members["InstanceType"].enum
+            count = members["InstanceCount"].metadata
+            assert count["min"] <= group["InstanceCount"] <= count.get("max", 6758)
+            assert members["ThreadsPerCore"].metadata["min"] <= group["ThreadsPerCore"] <= \
+                members["ThreadsPerCore"].metadata["max"]
+            checks = members["OnStartDeepHealthChecks"].member.enum
+            assert set(group.get("OnStartDeepHealthChecks", [])) <= set(checks)
+            volume = members["InstanceStorageConfigs"].member.members["EbsVolumeConfig"]
+            size = volume.members["VolumeSizeInGB"].metadata
+            for config in group["InstanceStorageConfigs"]:
+                assert size["min"] <= config["EbsVolumeConfig"]["VolumeSizeInGB"] <= size["max"]
+            on_create = members["LifeCycleConfig"].members["OnCreate"].metadata
+            assert re.fullmatch(on_create["pattern"], group["LifeCycleConfig"]["OnCreate"])
+
+
+def test_lifecycle_bucket_is_named_for_the_managed_policy_and_locked_down(default_synth):
+    buckets = default_synth.resources("hyperpod", "AWS::S3::Bucket")
+    named = [b for b in buckets.values() if "BucketName" in b["Properties"]]
+    (bucket,) = named
+    name = bucket["Properties"]["BucketName"]["Fn::Join"]
+    assert name[0] == "-" and name[1][0].startswith("sagemaker-")
+    props = bucket["Properties"]
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True
+    }
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {
+        "SSEAlgorithm": "AES256"
+    }
+    assert "DestinationBucketName" in props["LoggingConfiguration"]
+    assert bucket["DeletionPolicy"] == "Retain"
+    template = Template.from_json(default_synth.template("hyperpod"))
+    template.has_resource_properties("AWS::S3::BucketPolicy", {
+        "PolicyDocument": {"Statement": Match.array_with([Match.object_like({
+            "Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})])}
+    })
+
+
+def test_scripts_and_rendered_settings_are_uploaded_from_the_repository(default_synth):
+    (deployment,) = default_synth.resources("hyperpod", "Custom::CDKBucketDeployment").values()
+    assert deployment["Properties"]["DestinationBucketKeyPrefix"] == "lifecycle/"
+    assert deployment["Properties"]["Prune"] is True
+    # Both sources are staged as asset directories in the cloud assembly.
+    staged = {f.name: f for d in Path(default_synth.outdir).glob("asset.*") if d.is_dir() for f in d.iterdir()}
+    assert staged["on_create.sh"].read_bytes() == (ROOT / "lifecycle_scripts" / "on_create.sh").read_bytes()
+    settings = staged["lifecycle_config.env"].read_text()
+    assert "ENABLE_FSX_LUSTRE_CLIENT=false" in settings
+    assert "SECONDARY_VOLUME_WAIT_SECONDS=300" in settings
+    assert "README.md" not in staged and ".gitattributes" not in staged
+
+def _role_policy(synth):
+    policies = synth.resources("hyperpod", "AWS::IAM::Policy")
+    (policy,) = [p for k, p in policies.items() if k.startswith("ExecutionRolePolicy")]
+    return policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def test_execution_role_is_least_privilege(default_synth):
+    statements = _role_policy(default_synth)
+    by_sid = {s["Sid"]: s for s in statements}
+    for statement in statements:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        assert all(a != "*" and not a.endswith(":*") for a in actions), statement
+        if statement["Resource"] == "*":
+            assert statement["Sid"] in {"ClusterMetrics", "SsmSessions", "VpcCniDescribe", "EcrAuth"}
+    assert by_sid["ClusterMetrics"]["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}
+    }
+    for sid in ("VpcCniManageEni", "VpcCniAttachToNode"):
+        assert "ec2:Vpc" in by_sid[sid]["Condition"]["ArnEquals"]
+    assert "ImportValue" in json.dumps(by_sid["ThisEksCluster"]["Resource"])
+    assert "eks-auth:AssumeRoleForPodIdentity" in by_sid["ThisEksCluster"]["Action"]
+    lifecycle = json.dumps(by_sid["LifecycleScriptsRead"]["Resource"])
+    assert "/lifecycle/*" in lifecycle
+    assert "arn:aws:" not in json.dumps(statements)  # partition-aware everywhere
+    role = next(r for k, r in default_synth.resources("hyperpod", "AWS::IAM::Role").items()
+                if k.startswith("ExecutionRole"))
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "sagemaker.amazonaws.com"
+    }
+    assert "ManagedPolicyArns" not in role["Properties"]
+    assert "PermissionsBoundary" not in role["Properties"]
+
+
+def test_permissions_boundary_from_config(variant_synth):
+    role = next(r for k, r in variant_synth.resources("hyperpod", "AWS::IAM::Role").items()
+                if k.startswith("ExecutionRole"))
+    assert role["Properties"]["PermissionsBoundary"] == "arn:aws:iam::111122223333:policy/PlatformBoundary"
+
+
+def test_no_access_entry_competes_with_hyperpod_for_the_execution_role(default_synth):
+    for entry in default_synth.resources("hyperpod", "AWS::EKS::AccessEntry").values():
+        assert "ExecutionRole" not in json.dumps(entry["Properties"]["PrincipalArn"])
+
+
+def test_dependencies_chart_release_is_pinned_namespaced_and_regional(default_synth):
+    (release,) = default_synth.resources("hyperpod", "Custom::HyperPodHelmRelease").values()
+    props = release["Properties"]
+    assert props["ReleaseName"] == "hyperpod-dependencies"
+    assert props["Namespace"] == "kube-system"
+    assert props["Source"] == "git"
+    assert re.fullmatch(r"[0-9a-f]{40}", props["GitRevision"])
+    assert props["GitRepository"] == "https://github.com/aws/sagemaker-hyperpod-cli"
+    assert props["ChartPath"] == "helm_chart/HyperPodHelmChart"
+    assert props["Region"] == "us-west-2"
+    assert int(props["TimeoutMinutes"]) < 15
+    resources = default_synth.template("hyperpod")["Resources"]
+    (entry_id,) = [d for d in release["DependsOn"] if resources[d]["Type"] == "AWS::EKS::AccessEntry"]
+    entry = resources[entry_id]["Properties"]
+    assert entry["AccessPolicies"][0]["AccessScope"] == {"Type": "cluster"}
+    assert entry["PrincipalArn"]["Fn::GetAtt"][0].startswith("DependenciesChartRole")
+
+
+def test_chart_installer_runs_in_the_vpc_and_reaches_the_api_on_443(default_synth):
+    functions = default_synth.resources("hyperpod", "AWS::Lambda::Function")
+    (installer,) = [f for k, f in functions.items() if k.startswith("DependenciesChartFunction")]
+    props = installer["Properties"]
+    assert props["Handler"] == "handler.on_event"
+    assert props["Timeout"] == 900
+    assert len(props["VpcConfig"]["SubnetIds"]) == 2
+    assert len(props["Layers"]) == 1
+    (ingress,) = default_synth.resources("hyperpod", "AWS::EC2::SecurityGroupIngress").values()
+    assert (ingress["Properties"]["FromPort"], ingress["Properties"]["ToPort"]) == (443, 443)
+    assert "EfaSecurityGroup" in json.dumps(ingress["Properties"]["GroupId"])
+
+
+def test_outputs(default_synth):
+    descriptions = " ".join(o.get("Description", "") for o in default_synth.template("hyperpod")["Outputs"].values())
+    for words in ("HyperPod cluster name", "HyperPod cluster ARN", "HyperPod cluster id", "lifecycle scripts",
+                  "SSM target"):
+        assert words in descriptions
+
+
+def _create_only(synth):
+    logical_id, cluster = _cluster(synth)
+    props = cluster["Properties"]
+    groups = {g["InstanceGroupName"]: {k: g.get(k) for k in GROUP_CREATE_ONLY} for g in props["InstanceGroups"]}
+    return logical_id, {k: props.get(k) for k in CLUSTER_CREATE_ONLY}, groups
+
+
+@pytest.mark.parametrize(("before", "after"), [("default_synth", "routine_synth"),
+                                               ("variant_synth", "group_removed_synth")],
+                         ids=["count-up-and-add-group", "remove-group"])
+def test_routine_changes_update_the_cluster_in_place(request, before, after):
+    id_before, cluster_before, groups_before = _create_only(request.getfixturevalue(before))
+    id_after, cluster_after, groups_after = _create_only(request.getfixturevalue(after))
+    assert id_before == id_after
+    assert cluster_before == cluster_after
+    for name in groups_before.keys() & groups_after.keys():
+        assert groups_before[name] == groups_after[name]
+    assert groups_before.keys() != groups_after.keys()
