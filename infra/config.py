@@ -21,13 +21,21 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from infra.common import RETENTION_DAYS
 from infra.errors import ConfigError
 from infra.ip_plan import ips_per_instance, subnet_capacity
 
 # Kubernetes versions SageMaker HyperPod supports for EKS orchestration
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html).
 SUPPORTED_K8S_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+
+# CloudWatch Logs accepts only these retention periods (days -> aws_logs.RetentionDays member).
+RETENTION_DAYS: dict[int, str] = {
+    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
+    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS",
+    1096: "THREE_YEARS", 1827: "FIVE_YEARS", 2192: "SIX_YEARS", 2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS", 3288: "NINE_YEARS", 3653: "TEN_YEARS",
+}
 
 # Service limit on instance groups per cluster (SageMaker HyperPod quotas).
 MAX_INSTANCE_GROUPS = 20
@@ -403,6 +411,98 @@ class HyperPodConfig(_Strict):
         return groups
 
 
+MetricLevel = Literal["BASIC", "ADVANCED"]
+
+
+class PrometheusConfig(_Strict):
+    """Amazon Managed Service for Prometheus and the HyperPod observability add-on that writes to it."""
+
+    enabled: bool = True
+    # Levels of the amazon-sagemaker-hyperpod-observability add-on's metric families.
+    cluster_metrics: MetricLevel = "BASIC"
+    node_metrics: MetricLevel = "BASIC"
+    accelerated_compute_metrics: MetricLevel = "ADVANCED"
+    network_metrics: MetricLevel = "BASIC"
+    training_metrics: MetricLevel = "BASIC"
+    log_retention_days: RetentionDays = 365
+
+
+class GrafanaConfig(_Strict):
+    """Amazon Managed Grafana; users sign in through IAM Identity Center (AWS_SSO) or SAML."""
+
+    enabled: bool = True
+    authentication: Literal["AWS_SSO", "SAML"] = "AWS_SSO"
+    # IAM Identity Center user / group IDs made Grafana admins (AWS_SSO only).
+    admin_user_ids: list[Annotated[str, Field(min_length=1, max_length=47)]] = []
+    admin_group_ids: list[Annotated[str, Field(min_length=1, max_length=47)]] = []
+
+    @model_validator(mode="after")
+    def _admins(self) -> GrafanaConfig:
+        if self.authentication != "AWS_SSO" and (self.admin_user_ids or self.admin_group_ids):
+            raise ConfigError(
+                "observability.grafana.admin_user_ids", None,
+                "admin assignments need authentication AWS_SSO; with SAML map admins in the SAML assertion",
+            )
+        return self
+
+
+class AlertsConfig(_Strict):
+    """HyperPod cluster events (EventBridge) at the chosen levels, to an encrypted SNS topic."""
+
+    enabled: bool = True
+    levels: list[Literal["Info", "Warn", "Error"]] = Field(default=["Error"], min_length=1)
+    email: Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")] | None = None
+
+
+class ObservabilityConfig(_Strict):
+    container_insights: bool = True
+    prometheus: PrometheusConfig = PrometheusConfig()
+    grafana: GrafanaConfig = GrafanaConfig()
+    alerts: AlertsConfig = AlertsConfig()
+    dashboard: bool = True
+
+    @model_validator(mode="after")
+    def _grafana_needs_prometheus(self) -> ObservabilityConfig:
+        if self.grafana.enabled and not self.prometheus.enabled:
+            raise ConfigError(
+                "observability.grafana.enabled", True,
+                "Grafana's dashboards read the Prometheus workspace; enable observability.prometheus or "
+                "disable Grafana",
+            )
+        return self
+
+
+class FsxLustreConfig(_Strict):
+    """A shared FSx for Lustre file system (PERSISTENT_2) for datasets and checkpoints."""
+
+    enabled: bool = False
+    # PERSISTENT_2 takes 1200 GiB or a multiple of 2400 GiB.
+    capacity_gib: int = Field(default=1200, ge=1200, le=2_400_000)
+    throughput_per_tib: Literal[125, 250, 500, 1000] = 250
+    # The AZ ID of the HyperPod subnet to place it in; default: the first HyperPod subnet.
+    az_id: AzId | None = None
+    # Optional S3 data repository association: s3://bucket/prefix linked at /data_repository_path.
+    data_repository_s3_uri: Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")] | None = None
+    file_system_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]*$")] = "/data"
+    namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)] = "training"
+    pvc_name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)] = "fsx-claim"
+    # Keep the file system when the stack is deleted (checkpoints outlive the cluster).
+    retain_on_delete: bool = True
+
+    @field_validator("capacity_gib")
+    @classmethod
+    def _capacity_step(cls, value: int) -> int:
+        if value != 1200 and value % 2400 != 0:
+            raise PydanticCustomError(
+                "fsx_capacity", "PERSISTENT_2 capacity is 1200 GiB or a multiple of 2400 GiB, got {v}", {"v": value}
+            )
+        return value
+
+
+class StorageConfig(_Strict):
+    fsx_lustre: FsxLustreConfig = FsxLustreConfig()
+
+
 class AppConfig(_Strict):
     project: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,39}$")]
     account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
@@ -410,6 +510,8 @@ class AppConfig(_Strict):
     network: NetworkConfig
     eks: EksConfig = EksConfig()
     hyperpod: HyperPodConfig
+    observability: ObservabilityConfig = ObservabilityConfig()
+    storage: StorageConfig = StorageConfig()
     # Remove data-bearing resources (buckets, log groups, keys) on cdk destroy instead of retaining them.
     destroy_data_on_delete: bool = False
     tags: dict[str, str] = {}
@@ -441,6 +543,12 @@ class AppConfig(_Strict):
                     group.az_id,
                     f"no entry in network.hyperpod_subnets for it (have: {', '.join(subnets)})",
                 )
+        fsx = self.storage.fsx_lustre
+        if fsx.az_id is not None and fsx.az_id not in subnets:
+            raise ConfigError(
+                "storage.fsx_lustre.az_id", fsx.az_id,
+                f"no entry in network.hyperpod_subnets for it (have: {', '.join(subnets)})",
+            )
         for i, subnet in enumerate(self.network.hyperpod_subnets):
             if subnet.cidr is None:
                 continue
