@@ -472,6 +472,9 @@ class ObservabilityConfig(_Strict):
         return self
 
 
+S3Uri = Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")]
+
+
 class FsxLustreConfig(_Strict):
     """A shared FSx for Lustre file system (PERSISTENT_2) for datasets and checkpoints."""
 
@@ -481,8 +484,8 @@ class FsxLustreConfig(_Strict):
     throughput_per_tib: Literal[125, 250, 500, 1000] = 250
     # The AZ ID of the HyperPod subnet to place it in; default: the first HyperPod subnet.
     az_id: AzId | None = None
-    # Optional S3 data repository association: s3://bucket/prefix linked at /data_repository_path.
-    data_repository_s3_uri: Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")] | None = None
+    # Optional S3 data repository association: s3://bucket/prefix linked at file_system_path.
+    data_repository_s3_uri: S3Uri | None = None
     file_system_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]*$")] = "/data"
     namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)] = "training"
     pvc_name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)] = "fsx-claim"
