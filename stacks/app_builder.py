@@ -8,9 +8,11 @@ from aws_cdk import App, Environment, Tags, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from infra.config import AppConfig
+from infra.nag_pack import HyperPodChecks
 from stacks.eks_stack import EksStack
 from stacks.hyperpod_stack import HyperPodStack
 from stacks.network_stack import NetworkStack
+from stacks.observability_stack import ObservabilityStack
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,7 @@ class HyperPodApp:
     network: NetworkStack
     eks: EksStack
     hyperpod: HyperPodStack
+    observability: ObservabilityStack | None = None
 
 
 def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
@@ -38,8 +41,22 @@ def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
         description="HyperPod on EKS: lifecycle scripts, execution role, dependencies chart, HyperPod cluster",
     )
     hyperpod.add_stack_dependency(eks)
+    observability = None
+    if _any_observability(config):
+        observability = ObservabilityStack(
+            app, f"{config.project}-observability", config=config, env=env,
+            description="HyperPod on EKS: Container Insights, Managed Prometheus and Grafana, alerts, dashboard",
+        )
+        # The add-ons need running HyperPod nodes: create them after the cluster.
+        observability.add_stack_dependency(hyperpod)
     for key, value in {"project": config.project, **config.tags}.items():
         Tags.of(app).add(key, value)
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    return HyperPodApp(network=network, eks=eks, hyperpod=hyperpod)
+        Validations.of(app).add_plugins(HyperPodChecks(app))
+    return HyperPodApp(network=network, eks=eks, hyperpod=hyperpod, observability=observability)
+
+
+def _any_observability(config: AppConfig) -> bool:
+    o = config.observability
+    return o.container_insights or o.prometheus.enabled or o.grafana.enabled or o.alerts.enabled or o.dashboard

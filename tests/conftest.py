@@ -108,6 +108,10 @@ VARIANT_CHANGES: dict[str, Any] = {
             {"az_id": "usw2-az3", "cidr": "10.2.0.0/16"},
         ],
     },
+    "observability": {
+        "grafana": {"admin_user_ids": ["9067c7ea2d-11111111-2222-3333-4444-555555555555"]},
+        "alerts": {"levels": ["Warn", "Error"], "email": "oncall@example.com"},
+    },
     "eks": {
         "endpoint": "public_and_private",
         "public_access_cidrs": ["203.0.113.0/24"],
@@ -169,3 +173,15 @@ def group_removed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized
     data = mutate(VARIANT_CHANGES)
     data["hyperpod"]["instance_groups"] = data["hyperpod"]["instance_groups"][:1]
     return synthesize(parse_config(data, "group-removed"), tmp_path_factory.mktemp("cdk-removed"))
+
+
+# Observability pieces switched off (one at a time they are covered by the no-replacement suite).
+OBSERVABILITY_MINIMAL: dict[str, Any] = {
+    "observability": {"container_insights": False, "grafana": {"enabled": False}, "dashboard": False},
+}
+
+
+@pytest.fixture(scope="session")
+def observability_minimal_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    config = parse_config(mutate(OBSERVABILITY_MINIMAL), "observability-minimal")
+    return synthesize(config, tmp_path_factory.mktemp("cdk-obs-minimal"))

@@ -97,6 +97,21 @@ REFUSALS = [
     ("subnet id without byo", {"network": {"hyperpod_subnets": [
         {"az_id": "usw2-az2", "cidr": "10.1.0.0/16", "subnet_id": "subnet-0bbbbbbbbbbbbbbb1"}]}},
      "network.hyperpod_subnets.0.subnet_id", "only allowed"),
+    ("grafana without prometheus", {"observability": {"prometheus": {"enabled": False}}},
+     "observability.grafana.enabled", "enable observability.prometheus"),
+    ("malformed alert email", {"observability": {"alerts": {"email": "oncall-at-example"}}},
+     "observability.alerts.email", "oncall-at-example"),
+    ("alert level", {"observability": {"alerts": {"levels": ["Critical"]}}},
+     "observability.alerts.levels.0", "Critical"),
+    ("no alert level", {"observability": {"alerts": {"levels": []}}}, "observability.alerts.levels", "at least 1"),
+    ("saml with admin ids", {"observability": {"grafana": {"authentication": "SAML", "admin_user_ids": ["u-1"]}}},
+     "observability.grafana.admin_user_ids", "AWS_SSO"),
+    ("metric level", {"observability": {"prometheus": {"node_metrics": "FULL"}}},
+     "observability.prometheus.node_metrics", "FULL"),
+    ("fsx capacity step", {"storage": {"fsx_lustre": {"capacity_gib": 3000}}}, "storage.fsx_lustre.capacity_gib",
+     "multiple of 2400"),
+    ("fsx az without subnet", {"storage": {"fsx_lustre": {"az_id": "usw2-az4"}}}, "storage.fsx_lustre.az_id",
+     "usw2-az4"),
     ("training plan arn", group(training_plan_arn="plan-1"), "hyperpod.instance_groups.0.training_plan_arn", "plan-1"),
 ]
 

@@ -30,7 +30,7 @@ def snapshot_json(snapshot):
     return snapshot.use_extension(JSONSnapshotExtension)
 
 
-@pytest.mark.parametrize("part", ["network", "eks", "hyperpod"])
+@pytest.mark.parametrize("part", ["network", "eks", "hyperpod", "observability"])
 def test_stack_snapshot(default_synth, snapshot_json, part):
     template = normalise(default_synth.template(part))
     template.get("Parameters", {}).pop("BootstrapVersion", None)

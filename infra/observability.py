@@ -1,0 +1,403 @@
+"""Observability for a HyperPod cluster: Container Insights, Managed Prometheus and Grafana, alerts, dashboard."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack
+from aws_cdk import aws_aps as aps
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_eks as eks_l1
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_grafana as grafana
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from infra.common import acknowledge, retention
+from infra.config import AlertsConfig, GrafanaConfig, ObservabilityConfig, PrometheusConfig
+
+CONTAINER_INSIGHTS_ADDON = "amazon-cloudwatch-observability"
+CONTAINER_INSIGHTS_SERVICE_ACCOUNT = "cloudwatch-agent"
+HYPERPOD_OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
+HYPERPOD_COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
+EVENT_SOURCE = "aws.sagemaker"
+EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Event"
+
+
+def _arn(service: str, resource: str) -> str:
+    return f"arn:{Aws.PARTITION}:{service}:{Aws.REGION}:{Aws.ACCOUNT_ID}:{resource}"
+
+
+def pod_identity_role(scope: Construct, construct_id: str, *, cluster_arn: str, description: str) -> iam.Role:
+    """A role only EKS Pod Identity can assume, and only for pods of this EKS cluster."""
+    principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions({
+        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID, "aws:SourceArn": cluster_arn},
+    })
+    role = iam.Role(scope, construct_id, assumed_by=principal, description=description)
+    role.assume_role_policy.add_statements(iam.PolicyStatement(  # type: ignore[union-attr]
+        actions=["sts:TagSession"], principals=[principal],
+    ))
+    return role
+
+
+class ContainerInsights(Construct):
+    """The ``amazon-cloudwatch-observability`` add-on (GPU and EFA metrics included) on its own Pod Identity role.
+
+    The agent's role may put metrics only in the Container Insights namespaces and write logs only under
+    ``/aws/containerinsights/<cluster>/``; those log groups are created here with ``log_retention``.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, cluster_name: str, cluster_arn: str,
+        log_retention: logs.RetentionDays, removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        prefix = f"/aws/containerinsights/{cluster_name}"
+        self.log_groups = [
+            logs.LogGroup(self, f"Logs-{kind}", log_group_name=f"{prefix}/{kind}", retention=log_retention,
+                          removal_policy=removal_policy)
+            for kind in ("application", "dataplane", "host", "performance")
+        ]
+        self.role = pod_identity_role(self, "AgentRole", cluster_arn=cluster_arn,
+                                      description="CloudWatch agent of Container Insights (Pod Identity)")
+        self.policy = iam.Policy(self, "AgentPolicy", roles=[self.role], statements=[
+            iam.PolicyStatement(
+                sid="ContainerInsightsMetrics", actions=["cloudwatch:PutMetricData"], resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": ["ContainerInsights", "CWAgent"]}},
+            ),
+            iam.PolicyStatement(
+                sid="ContainerInsightsLogs",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[_arn("logs", f"log-group:{prefix}/*"), _arn("logs", f"log-group:{prefix}/*:log-stream:*")],
+            ),
+            iam.PolicyStatement(
+                sid="DescribeNodes",
+                actions=["ec2:DescribeVolumes", "ec2:DescribeTags", "ec2:DescribeInstances", "logs:DescribeLogGroups"],
+                resources=["*"],
+            ),
+        ])
+        acknowledge(self.policy, "AwsSolutions-IAM5[Resource::*]",
+                    "PutMetricData (limited to the ContainerInsights/CWAgent namespaces by condition), "
+                    "ec2:Describe* and logs:DescribeLogGroups have no resource-level permissions.")
+        for finding in (f"log-group:{prefix}/*", f"log-group:{prefix}/*:log-stream:*"):
+            acknowledge(self.policy,
+                        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:"
+                        f"{finding}]",
+                        "The agent names streams per node and pod; the groups are this cluster's only.")
+        self.addon = eks_l1.CfnAddon(
+            self, "Addon", addon_name=CONTAINER_INSIGHTS_ADDON, cluster_name=cluster_name,
+            resolve_conflicts="OVERWRITE", preserve_on_delete=False,
+            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
+                role_arn=self.role.role_arn, service_account=CONTAINER_INSIGHTS_SERVICE_ACCOUNT)],
+        )
+        for group in self.log_groups:
+            self.addon.node.add_dependency(group)
+
+
+class ManagedPrometheus(Construct):
+    """An AMP workspace (customer-managed key, logging on) fed by the HyperPod observability add-on.
+
+    The add-on's collector runs on a Pod Identity role allowed ``aps:RemoteWrite`` on this workspace only,
+    plus the HyperPod cluster log groups the add-on documents. With ``grafana_workspace_arn`` the add-on
+    also provisions its HyperPod dashboards (GPU, EFA, node health, training jobs) into that workspace.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: PrometheusConfig, name: str, cluster_name: str,
+        cluster_arn: str, removal_policy: RemovalPolicy, key: kms.IKey | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.key = key or kms.Key(self, "Key", enable_key_rotation=True, removal_policy=removal_policy,
+                                  description=f"Amazon Managed Service for Prometheus workspace {name}")
+        self.log_group = logs.LogGroup(self, "WorkspaceLogs", retention=retention(config.log_retention_days),
+                                       removal_policy=removal_policy)
+        self.workspace = aps.CfnWorkspace(
+            self, "Workspace", alias=name, kms_key_arn=self.key.key_arn,
+            logging_configuration=aps.CfnWorkspace.LoggingConfigurationProperty(
+                log_group_arn=f"{self.log_group.log_group_arn}"),
+        )
+        self.workspace.apply_removal_policy(removal_policy)
+        self.collector_role = pod_identity_role(
+            self, "CollectorRole", cluster_arn=cluster_arn,
+            description="HyperPod observability collector: remote write to one AMP workspace (Pod Identity)")
+        clusters_logs = [_arn("logs", "log-group:/aws/sagemaker/Clusters/*"),
+                         _arn("logs", "log-group:/aws/sagemaker/Clusters/*:log-stream:*")]
+        self.collector_policy = iam.Policy(self, "CollectorPolicy", roles=[self.collector_role], statements=[
+            iam.PolicyStatement(sid="RemoteWriteThisWorkspace", actions=["aps:RemoteWrite"],
+                                resources=[self.workspace.attr_arn]),
+            iam.PolicyStatement(
+                sid="HyperPodClusterLogs",
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams",
+                         "logs:PutLogEvents", "logs:GetLogEvents", "logs:FilterLogEvents", "logs:StartQuery",
+                         "logs:StopQuery", "logs:GetQueryResults"],
+                resources=clusters_logs,
+            ),
+            iam.PolicyStatement(sid="DescribeLogGroups", actions=["logs:DescribeLogGroups"], resources=["*"]),
+        ])
+        acknowledge(self.collector_policy, "AwsSolutions-IAM5[Resource::*]",
+                    "logs:DescribeLogGroups has no resource-level permissions.")
+        for finding in ("log-group:/aws/sagemaker/Clusters/*", "log-group:/aws/sagemaker/Clusters/*:log-stream:*"):
+            acknowledge(self.collector_policy,
+                        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:"
+                        f"{finding}]",
+                        "HyperPod names the cluster log group after the cluster id, known only after creation.")
+        self.config = config
+        self.cluster_name = cluster_name
+        self.addon: eks_l1.CfnAddon | None = None
+
+    def add_hyperpod_observability_addon(self, grafana_workspace_arn: str | None) -> eks_l1.CfnAddon:
+        """Install the HyperPod observability add-on writing to this workspace (after the HyperPod cluster)."""
+        levels = self.config
+        configuration: dict[str, object] = {
+            "ampWorkspace": {"prometheusEndpoint": self.workspace.attr_prometheus_endpoint,
+                             "arn": self.workspace.attr_arn},
+            "metricsProvider": {
+                "clusterMetrics": {"level": levels.cluster_metrics},
+                "nodeMetrics": {"level": levels.node_metrics},
+                "acceleratedComputeMetrics": {"level": levels.accelerated_compute_metrics},
+                "networkMetrics": {"level": levels.network_metrics},
+                "trainingMetrics": {"level": levels.training_metrics},
+                "logging": {"enabled": True},
+            },
+        }
+        if grafana_workspace_arn:
+            configuration["amgWorkspace"] = {"arn": grafana_workspace_arn}
+        self.addon = eks_l1.CfnAddon(
+            self, "HyperPodObservabilityAddon", addon_name=HYPERPOD_OBSERVABILITY_ADDON,
+            cluster_name=self.cluster_name, resolve_conflicts="OVERWRITE", preserve_on_delete=False,
+            configuration_values=Stack.of(self).to_json_string(configuration),
+            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
+                role_arn=self.collector_role.role_arn, service_account=HYPERPOD_COLLECTOR_SERVICE_ACCOUNT)],
+        )
+        self.addon.node.add_dependency(self.collector_policy)
+        return self.addon
+
+
+class ManagedGrafana(Construct):
+    """An Amazon Managed Grafana workspace reading one AMP workspace and CloudWatch.
+
+    Authentication from config (IAM Identity Center by default, or SAML). The workspace role may query only
+    ``prometheus_workspace_arn`` and read CloudWatch metrics and logs. Identity Center users and groups from
+    config are made admins through a custom resource (CloudFormation has no resource for it).
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: GrafanaConfig, name: str,
+        prometheus_workspace_arn: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self, "WorkspaceRole",
+            assumed_by=iam.ServicePrincipal("grafana.amazonaws.com").with_conditions(
+                {"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}),
+            description="Amazon Managed Grafana: read one Prometheus workspace and CloudWatch",
+        )
+        self.policy = iam.Policy(self, "WorkspacePolicy", roles=[self.role], statements=[
+            iam.PolicyStatement(
+                sid="QueryThisPrometheusWorkspace",
+                actions=["aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata",
+                         "aps:DescribeWorkspace"],
+                resources=[prometheus_workspace_arn],
+            ),
+            iam.PolicyStatement(
+                sid="ReadCloudWatch",
+                actions=["aps:ListWorkspaces", "cloudwatch:DescribeAlarmsForMetric", "cloudwatch:DescribeAlarms",
+                         "cloudwatch:ListMetrics", "cloudwatch:GetMetricData", "cloudwatch:GetInsightRuleReport",
+                         "logs:DescribeLogGroups", "logs:GetLogGroupFields", "logs:StartQuery", "logs:StopQuery",
+                         "logs:GetQueryResults", "logs:GetLogEvents", "ec2:DescribeTags", "ec2:DescribeInstances",
+                         "ec2:DescribeRegions", "tag:GetResources"],
+                resources=["*"],
+            ),
+        ])
+        acknowledge(self.policy, "AwsSolutions-IAM5[Resource::*]",
+                    "Grafana's CloudWatch data source lists and queries metrics and Logs Insights across the "
+                    "account; these read actions have no resource scoping, as in AmazonGrafanaCloudWatchAccess.")
+        self.workspace = grafana.CfnWorkspace(
+            self, "Workspace", name=name, account_access_type="CURRENT_ACCOUNT",
+            authentication_providers=[config.authentication], permission_type="CUSTOMER_MANAGED",
+            role_arn=self.role.role_arn, data_sources=["PROMETHEUS", "CLOUDWATCH"],
+            description=f"Dashboards of HyperPod cluster {name}",
+        )
+        self.workspace_arn = _arn("grafana", f"/workspaces/{self.workspace.attr_id}")
+        self.url = Fn.join("", ["https://", self.workspace.attr_endpoint])
+        self.admin_assignment: cr.AwsCustomResource | None = None
+        if config.admin_user_ids or config.admin_group_ids:
+            self._assign_admins(config)
+
+    def _assign_admins(self, config: GrafanaConfig) -> None:
+        def batch(action: str) -> dict[str, object]:
+            users = [{"id": u, "type": "SSO_USER"} for u in config.admin_user_ids]
+            users += [{"id": g, "type": "SSO_GROUP"} for g in config.admin_group_ids]
+            return {"workspaceId": self.workspace.attr_id,
+                    "updateInstructionBatch": [{"action": action, "role": "ADMIN", "users": users}]}
+
+        self.admin_assignment = cr.AwsCustomResource(
+            self, "Admins",
+            on_update=cr.AwsSdkCall(service="grafana", action="UpdatePermissions", parameters=batch("ADD"),
+                                    physical_resource_id=cr.PhysicalResourceId.of(
+                                        Fn.join("-", [self.workspace.attr_id, "admins"]))),
+            on_delete=cr.AwsSdkCall(service="grafana", action="UpdatePermissions", parameters=batch("REVOKE")),
+            policy=cr.AwsCustomResourcePolicy.from_statements([iam.PolicyStatement(
+                actions=["grafana:UpdatePermissions"], resources=[self.workspace_arn])]),
+            install_latest_aws_sdk=False,
+        )
+        # The SDK-call function is a per-stack singleton of aws-cdk-lib.
+        handler = next(c for c in Stack.of(self).node.children if c.node.id.startswith("AWS679f53fac002430cb0da5b7"))
+        acknowledge(
+            handler,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "AwsCustomResource's function (aws-cdk-lib) uses the basic execution policy only for its own logs.",
+        )
+
+
+class HyperPodAlerts(Construct):
+    """HyperPod cluster events of one cluster at the configured levels, readable, to an encrypted SNS topic.
+
+    Also an alarm on Container Insights' failed node count of the EKS cluster.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: AlertsConfig, hyperpod_cluster_name: str,
+        eks_cluster_name: str, removal_policy: RemovalPolicy, key: kms.IKey | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.key = key or kms.Key(self, "Key", enable_key_rotation=True, removal_policy=removal_policy,
+                                  description=f"Alerts topic of HyperPod cluster {hyperpod_cluster_name}")
+        for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com"):
+            self.key.add_to_resource_policy(iam.PolicyStatement(
+                sid=f"Publish{service.split('.')[0].capitalize()}",
+                principals=[iam.ServicePrincipal(service)],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            ))
+        self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True,
+                               display_name=f"HyperPod {hyperpod_cluster_name} alerts")
+        if config.email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(config.email))
+        self.rule = events.Rule(
+            self, "ClusterEvents",
+            description=f"HyperPod cluster events of {hyperpod_cluster_name} at levels {', '.join(config.levels)}",
+            event_pattern=events.EventPattern(
+                source=[EVENT_SOURCE], detail_type=[EVENT_DETAIL_TYPE],
+                detail={"EventDetails": {"ClusterName": [hyperpod_cluster_name], "EventLevel": list(config.levels)}},
+            ),
+        )
+        details = "detail.EventDetails"
+        message = events.RuleTargetInput.from_text(
+            f"HyperPod {events.EventField.from_path(f'$.{details}.EventLevel')} event on cluster "
+            f"{events.EventField.from_path(f'$.{details}.ClusterName')}, "
+            f"group {events.EventField.from_path(f'$.{details}.InstanceGroupName')}, "
+            f"instance {events.EventField.from_path(f'$.{details}.InstanceId')}: "
+            f"{events.EventField.from_path(f'$.{details}.Description')} "
+            f"(at {events.EventField.from_path('$.time')}, event {events.EventField.from_path(f'$.{details}.EventId')})"
+        )
+        self.rule.add_target(targets.SnsTopic(self.topic, message=message))
+        self.failed_nodes_alarm = cloudwatch.Alarm(
+            self, "FailedNodes",
+            alarm_description=f"Kubernetes nodes of {eks_cluster_name} reported failed by Container Insights",
+            metric=cloudwatch.Metric(namespace="ContainerInsights", metric_name="cluster_failed_node_count",
+                                     dimensions_map={"ClusterName": eks_cluster_name}, statistic="Maximum",
+                                     period=Duration.minutes(5)),
+            threshold=0, comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1, treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.failed_nodes_alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+
+
+class ClusterDashboard(Construct):
+    """A CloudWatch dashboard built in the template: GPU, EFA and node panels, HyperPod event counts."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, name: str, eks_cluster_name: str,
+        alert_rule: events.Rule | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+
+        def metric(metric_name: str, statistic: str = "Average") -> cloudwatch.Metric:
+            return cloudwatch.Metric(namespace="ContainerInsights", metric_name=metric_name,
+                                     dimensions_map={"ClusterName": eks_cluster_name}, statistic=statistic,
+                                     period=Duration.minutes(5))
+
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=name)
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(markdown=f"# HyperPod cluster {name}\nEKS cluster `{eks_cluster_name}`: "
+                                  "Container Insights metrics; HyperPod events from EventBridge.", width=24, height=2),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="GPU utilisation (%)", width=12,
+                                   left=[metric("node_gpu_utilization"), metric("node_gpu_utilization", "Maximum")]),
+            cloudwatch.GraphWidget(title="GPU memory utilisation (%)", width=12,
+                                   left=[metric("node_gpu_memory_utilization")]),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="EFA traffic (bytes/s)", width=12,
+                                   left=[metric("node_efa_rx_bytes", "Sum"), metric("node_efa_tx_bytes", "Sum")]),
+            cloudwatch.GraphWidget(title="Nodes", width=12,
+                                   left=[metric("cluster_node_count", "Maximum"),
+                                         metric("cluster_failed_node_count", "Maximum")]),
+        )
+        if alert_rule is not None:
+            self.dashboard.add_widgets(cloudwatch.GraphWidget(
+                title="HyperPod events alerted", width=24,
+                left=[cloudwatch.Metric(namespace="AWS/Events", metric_name="TriggeredRules",
+                                        dimensions_map={"RuleName": alert_rule.rule_name}, statistic="Sum",
+                                        period=Duration.minutes(5))],
+            ))
+        self.url = Fn.join("", ["https://", Aws.REGION, ".console.aws.amazon.com/cloudwatch/home?region=",
+                                Aws.REGION, "#dashboards:name=", name])
+
+
+class HyperPodObservability(Construct):
+    """Everything of ``ObservabilityConfig`` for one HyperPod cluster and its EKS cluster; each piece optional.
+
+    Create it after the HyperPod cluster (the add-ons need nodes): in this app its stack depends on the
+    HyperPod stack. Public attributes are None for pieces switched off.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: ObservabilityConfig, name: str,
+        eks_cluster_name: str, eks_cluster_arn: str, hyperpod_cluster_name: str,
+        log_retention: logs.RetentionDays, removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.container_insights = (
+            ContainerInsights(self, "ContainerInsights", cluster_name=eks_cluster_name, cluster_arn=eks_cluster_arn,
+                              log_retention=log_retention, removal_policy=removal_policy)
+            if config.container_insights else None
+        )
+        self.prometheus = (
+            ManagedPrometheus(self, "Prometheus", config=config.prometheus, name=name,
+                              cluster_name=eks_cluster_name, cluster_arn=eks_cluster_arn,
+                              removal_policy=removal_policy)
+            if config.prometheus.enabled else None
+        )
+        self.grafana = None
+        if config.grafana.enabled and self.prometheus is not None:
+            self.grafana = ManagedGrafana(self, "Grafana", config=config.grafana, name=name,
+                                          prometheus_workspace_arn=self.prometheus.workspace.attr_arn)
+        if self.prometheus is not None:
+            self.prometheus.add_hyperpod_observability_addon(self.grafana.workspace_arn if self.grafana else None)
+        self.alerts = (
+            HyperPodAlerts(self, "Alerts", config=config.alerts, hyperpod_cluster_name=hyperpod_cluster_name,
+                           eks_cluster_name=eks_cluster_name, removal_policy=removal_policy)
+            if config.alerts.enabled else None
+        )
+        self.dashboard = (
+            ClusterDashboard(self, "Dashboard", name=name, eks_cluster_name=eks_cluster_name,
+                             alert_rule=self.alerts.rule if self.alerts else None)
+            if config.dashboard else None
+        )
+        if self.grafana is not None:
+            CfnOutput(self, "GrafanaUrl", value=self.grafana.url, description="Amazon Managed Grafana URL")
+        if self.prometheus is not None:
+            CfnOutput(self, "PrometheusEndpoint", value=self.prometheus.workspace.attr_prometheus_endpoint,
+                      description="Amazon Managed Service for Prometheus endpoint")
+        if self.alerts is not None:
+            CfnOutput(self, "AlertsTopicArn", value=self.alerts.topic.topic_arn, description="SNS topic of alerts")
+        if self.dashboard is not None:
+            CfnOutput(self, "DashboardUrl", value=self.dashboard.url, description="CloudWatch dashboard URL")

@@ -1,0 +1,168 @@
+"""ObservabilityStack intent: each piece present, least privilege, after HyperPod, switchable alone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def _one(synth, cfn_type):
+    items = list(synth.resources("observability", cfn_type).items())
+    assert len(items) == 1, [k for k, _ in items]
+    return items[0]
+
+
+def _addon(synth, name):
+    return next(a["Properties"] for a in synth.resources("observability", "AWS::EKS::Addon").values()
+                if a["Properties"]["AddonName"] == name)
+
+
+def _policy(synth, prefix):
+    policies = synth.resources("observability", "AWS::IAM::Policy")
+    (policy,) = [p for k, p in policies.items() if k.startswith(prefix)]
+    return {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+
+
+def _role(synth, logical_id):
+    return synth.template("observability")["Resources"][logical_id]["Properties"]
+
+
+def test_stack_comes_after_the_hyperpod_cluster_and_reads_no_other_stack(default_synth):
+    stack = default_synth.app.observability
+    assert default_synth.app.hyperpod in stack.dependencies
+    assert "Fn::ImportValue" not in json.dumps(default_synth.template("observability"))
+
+
+def test_container_insights_addon_runs_on_its_own_pod_identity_role(default_synth):
+    addon = _addon(default_synth, "amazon-cloudwatch-observability")
+    (association,) = addon["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == "cloudwatch-agent"
+    role_id = association["RoleArn"]["Fn::GetAtt"][0]
+    assert role_id.startswith("ObservabilityContainerInsightsAgentRole")
+    trust = _role(default_synth, role_id)["AssumeRolePolicyDocument"]["Statement"]
+    assert {s["Principal"]["Service"] for s in trust} == {"pods.eks.amazonaws.com"}
+    assert "aws:SourceArn" in json.dumps(trust) and "hyperpod-dev-eks" in json.dumps(trust)
+    metrics = _policy(default_synth, "ObservabilityContainerInsightsAgentPolicy")["ContainerInsightsMetrics"]
+    assert metrics["Condition"]["StringEquals"]["cloudwatch:namespace"] == ["ContainerInsights", "CWAgent"]
+    groups = [g["Properties"]["LogGroupName"] for g in default_synth.resources("observability", "AWS::Logs::LogGroup")
+              .values() if "LogGroupName" in g["Properties"]]
+    assert "/aws/containerinsights/hyperpod-dev-eks/performance" in groups
+
+
+def test_prometheus_workspace_with_customer_key_and_logging(default_synth):
+    _, workspace = _one(default_synth, "AWS::APS::Workspace")
+    props = workspace["Properties"]
+    key_id = props["KmsKeyArn"]["Fn::GetAtt"][0]
+    key = default_synth.template("observability")["Resources"][key_id]
+    assert key["Type"] == "AWS::KMS::Key" and key["Properties"]["EnableKeyRotation"] is True
+    assert "LogGroupArn" in props["LoggingConfiguration"]
+    assert workspace["DeletionPolicy"] == "Retain"
+
+
+def test_collector_may_remote_write_to_this_workspace_only(default_synth):
+    workspace_id, _ = _one(default_synth, "AWS::APS::Workspace")
+    statements = _policy(default_synth, "ObservabilityPrometheusCollectorPolicy")
+    assert statements["RemoteWriteThisWorkspace"]["Action"] == "aps:RemoteWrite"
+    assert statements["RemoteWriteThisWorkspace"]["Resource"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+    assert all("aps:" not in json.dumps(s["Action"]) for sid, s in statements.items()
+               if sid != "RemoteWriteThisWorkspace")
+
+
+def test_hyperpod_observability_addon_is_configured_from_config(default_synth):
+    addon = _addon(default_synth, "amazon-sagemaker-hyperpod-observability")
+    (association,) = addon["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == "hyperpod-observability-operator-otel-collector"
+    configuration = json.dumps(addon["ConfigurationValues"])
+    for fragment in ('\\"acceleratedComputeMetrics\\":{\\"level\\":\\"ADVANCED\\"}',
+                     '\\"nodeMetrics\\":{\\"level\\":\\"BASIC\\"}', "ampWorkspace", "amgWorkspace",
+                     "PrometheusEndpoint"):
+        assert fragment in configuration, fragment
+
+
+def test_grafana_reads_only_this_prometheus_workspace_and_cloudwatch(default_synth):
+    workspace_id, _ = _one(default_synth, "AWS::APS::Workspace")
+    _, grafana = _one(default_synth, "AWS::Grafana::Workspace")
+    props = grafana["Properties"]
+    assert props["AuthenticationProviders"] == ["AWS_SSO"]
+    assert set(props["DataSources"]) == {"PROMETHEUS", "CLOUDWATCH"}
+    assert props["PermissionType"] == "CUSTOMER_MANAGED"
+    statements = _policy(default_synth, "ObservabilityGrafanaWorkspacePolicy")
+    assert statements["QueryThisPrometheusWorkspace"]["Resource"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+    wide = statements["ReadCloudWatch"]["Action"]
+    assert all(a.split(":")[1].startswith(("Describe", "List", "Get", "Start", "Stop")) for a in wide)
+    assert default_synth.resources("observability", "Custom::AWS") == {}
+
+
+def test_grafana_admins_from_config(variant_synth):
+    (admins,) = variant_synth.resources("observability", "Custom::AWS").values()
+    create = json.dumps(admins["Properties"]["Create"])
+    assert "UpdatePermissions" in create and "SSO_USER" in create and "ADMIN" in create
+
+
+def test_alert_rule_matches_this_cluster_at_configured_levels(default_synth, variant_synth):
+    _, rule = _one(default_synth, "AWS::Events::Rule")
+    pattern = rule["Properties"]["EventPattern"]
+    assert pattern["source"] == ["aws.sagemaker"]
+    assert pattern["detail-type"] == ["SageMaker HyperPod Cluster Event"]
+    assert pattern["detail"]["EventDetails"] == {"ClusterName": ["hyperpod-dev"], "EventLevel": ["Error"]}
+    (target,) = rule["Properties"]["Targets"]
+    transformer = target["InputTransformer"]
+    paths = transformer["InputPathsMap"]
+    for field in ("ClusterName", "InstanceGroupName", "InstanceId", "Description", "EventLevel"):
+        assert f"$.detail.EventDetails.{field}" in paths.values()
+    _, variant_rule = _one(variant_synth, "AWS::Events::Rule")
+    assert variant_rule["Properties"]["EventPattern"]["detail"]["EventDetails"]["EventLevel"] == ["Warn", "Error"]
+
+
+def test_alert_topic_is_encrypted_tls_only_and_subscribed_when_asked(default_synth, variant_synth):
+    _, topic = _one(default_synth, "AWS::SNS::Topic")
+    assert "KmsMasterKeyId" in topic["Properties"]
+    policy = json.dumps(default_synth.resources("observability", "AWS::SNS::TopicPolicy"))
+    assert "aws:SecureTransport" in policy and "events.amazonaws.com" in policy
+    assert default_synth.resources("observability", "AWS::SNS::Subscription") == {}
+    (subscription,) = variant_synth.resources("observability", "AWS::SNS::Subscription").values()
+    assert subscription["Properties"] == {**subscription["Properties"], "Protocol": "email",
+                                          "Endpoint": "oncall@example.com"}
+
+
+def test_failed_node_alarm_notifies_the_topic(default_synth):
+    _, alarm = _one(default_synth, "AWS::CloudWatch::Alarm")
+    props = alarm["Properties"]
+    assert props["MetricName"] == "cluster_failed_node_count"
+    assert props["Dimensions"] == [{"Name": "ClusterName", "Value": "hyperpod-dev-eks"}]
+    topic_id, _ = _one(default_synth, "AWS::SNS::Topic")
+    assert props["AlarmActions"] == [{"Ref": topic_id}]
+
+
+def test_dashboard_shows_gpu_efa_nodes_and_events(default_synth):
+    _, dashboard = _one(default_synth, "AWS::CloudWatch::Dashboard")
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for metric in ("node_gpu_utilization", "node_gpu_memory_utilization", "node_efa_rx_bytes",
+                   "cluster_failed_node_count", "TriggeredRules"):
+        assert metric in body
+
+
+def test_outputs(default_synth):
+    descriptions = {o.get("Description") for o in default_synth.template("observability")["Outputs"].values()}
+    assert {"Amazon Managed Grafana URL", "Amazon Managed Service for Prometheus endpoint", "SNS topic of alerts",
+            "CloudWatch dashboard URL"} <= descriptions
+
+
+def test_pieces_switch_off_without_touching_other_stacks(default_synth, observability_minimal_synth):
+    minimal = observability_minimal_synth
+    types = {r["Type"] for r in minimal.template("observability")["Resources"].values()}
+    assert "AWS::Grafana::Workspace" not in types and "AWS::CloudWatch::Dashboard" not in types
+    assert [a["Properties"]["AddonName"] for a in minimal.resources("observability", "AWS::EKS::Addon").values()] \
+        == ["amazon-sagemaker-hyperpod-observability"]
+    addon = _addon(minimal, "amazon-sagemaker-hyperpod-observability")
+    assert "amgWorkspace" not in json.dumps(addon["ConfigurationValues"])
+    for part in ("network", "eks", "hyperpod"):
+        assert minimal.template(part) == default_synth.template(part), part
+
+
+@pytest.mark.parametrize("variant", ["observability_minimal_synth"])
+def test_minimal_variant_passes_nag(request, variant):
+    synth = request.getfixturevalue(variant)
+    report = json.loads((synth.outdir / "validation-report.json").read_text())
+    assert all(p["conclusion"] == "success" for p in report["pluginReports"])
