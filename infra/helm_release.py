@@ -1,0 +1,217 @@
+"""Helm releases on an EKS cluster through one Lambda-backed custom resource provider per stack."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CustomResource, Duration, RemovalPolicy, Size, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import custom_resources as cr
+from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
+from constructs import Construct
+
+from infra.common import acknowledge, nag_name
+
+# The installer's runtime code (helm upgrade --install / uninstall, see its module docstring).
+HANDLER_DIR = Path(__file__).parent / "hyperpod" / "chart_installer"
+# Helm's --wait must end before the 15-minute Lambda limit, or the release is left pending.
+HELM_TIMEOUT_MINUTES = 13
+RESOURCE_TYPE = "Custom::HyperPodHelmRelease"
+
+
+@dataclass(frozen=True)
+class ChartSource:
+    """Where a chart comes from at deploy time: the handler's ``Source`` properties, plus the asset to read.
+
+    Synth stays offline for every kind: nothing is fetched until the custom resource runs in the account.
+    """
+
+    properties: Mapping[str, str]
+    asset: s3_assets.Asset | None = field(default=None, compare=False)
+
+    @staticmethod
+    def git(repository: str, revision: str, chart_path: str) -> ChartSource:
+        """A chart directory of a GitHub repository at one commit (a full SHA, never a branch)."""
+        return ChartSource({"Source": "git", "GitRepository": repository, "GitRevision": revision,
+                            "ChartPath": chart_path})
+
+    @staticmethod
+    def oci(uri: str, version: str) -> ChartSource:
+        """A chart in an OCI registry at an exact version."""
+        return ChartSource({"Source": "oci", "OciChartUri": uri, "ChartVersion": version})
+
+    @staticmethod
+    def local(scope: Construct, construct_id: str, path: str | Path) -> ChartSource:
+        """A chart directory of this repository, zipped and uploaded as a CDK asset."""
+        asset = s3_assets.Asset(scope, construct_id, path=str(path))
+        return ChartSource({"Source": "s3", "AssetBucket": asset.s3_bucket_name, "AssetKey": asset.s3_object_key},
+                           asset)
+
+
+class HelmInstaller(Construct):
+    """The Lambda function and custom resource provider that install Helm releases on one EKS cluster.
+
+    Create one per stack and pass it to every ``HelmRelease`` of that stack: the releases share the
+    function, its role, its access entry and its provider.
+
+    The function (``chart_installer/handler.py``, with helm from the kubectl layer) runs ``helm upgrade
+    --install`` and ``helm uninstall`` with ``--namespace`` every time and reports any helm failure as a
+    failure. It runs in ``subnets`` (private, with a route to the chart sources) with its own security
+    group, which is allowed HTTPS into ``cluster_security_group`` by an ingress rule kept in this stack (the
+    cluster's stack does not learn about the installer); its role gets an EKS access entry with
+    cluster-admin scope, and every release waits for that entry. ``purpose`` and ``installs`` only word
+    the descriptions of the security group, its rule and the role.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.ICluster,
+        vpc: ec2.IVpc,
+        subnets: Sequence[ec2.ISubnet],
+        cluster_security_group: ec2.ISecurityGroup,
+        purpose: str = "Helm release installer",
+        installs: str = "Helm charts",
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.cluster = cluster
+        self.security_group = ec2.SecurityGroup(
+            self, "SecurityGroup", vpc=vpc, allow_all_outbound=False,
+            description=f"{purpose}: HTTPS to the EKS API and chart sources",
+        )
+        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "EKS API, chart sources")
+        self.api_ingress = ec2.CfnSecurityGroupIngress(
+            self, "ApiFromInstaller",
+            group_id=cluster_security_group.security_group_id,
+            source_security_group_id=self.security_group.security_group_id,
+            ip_protocol="tcp", from_port=443, to_port=443,
+            description=f"EKS API from the {purpose}",
+        )
+        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
+        self.role = iam.Role(
+            self, "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Installs {installs} on the EKS cluster",
+        )
+        self.function = lambda_.Function(
+            self, "Function",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.X86_64,
+            handler="handler.on_event",
+            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            layers=[KubectlV33Layer(self, "KubectlLayer")],
+            timeout=Duration.minutes(15),
+            memory_size=1024,
+            ephemeral_storage_size=Size.gibibytes(2),
+            role=self.role,
+            vpc=vpc,
+            vpc_subnets=ec2.SubnetSelection(subnets=list(subnets)),
+            security_groups=[self.security_group],
+            log_group=self.log_group,
+            environment={"HELM_BIN": "/opt/helm/helm"},
+        )
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="DescribeThisCluster", actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn],
+        ))
+        # The Lambda service needs these to attach the function to the VPC; ec2 ENI actions have no
+        # resource ARN before the ENI exists.
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="LambdaVpcAccess",
+            actions=["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
+                     "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"],
+            resources=["*"],
+        ))
+        self.log_group.grant_write(self.role)
+        self.access_entry = eks.AccessEntry(
+            self, "ClusterAccess",
+            cluster=cluster,
+            principal=self.role.role_arn,
+            access_policies=[eks.AccessPolicy.from_access_policy_name(
+                "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)],
+        )
+        self.provider = cr.Provider(
+            self, "Provider",
+            on_event_handler=self.function,
+            log_group=logs.LogGroup(self, "ProviderLogs", retention=log_retention, removal_policy=removal_policy),
+        )
+        self._acknowledge()
+
+    def _acknowledge(self) -> None:
+        acknowledge(
+            self.role, "AwsSolutions-IAM5[Resource::*]",
+            "Only the Lambda VPC attachment actions (ec2 ENI create/describe/delete/assign) use '*': the ENI "
+            "does not exist before the call, as in AWSLambdaVPCAccessExecutionRole.",
+        )
+        on_event = self.provider.node.find_child("framework-onEvent")
+        acknowledge(
+            on_event,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "The custom resource framework function (aws-cdk-lib) uses the basic execution policy for its logs.",
+        )
+        acknowledge(
+            on_event,
+            f"AwsSolutions-IAM5[Resource::{nag_name(self, self.function.function_arn)}:*]",
+            "The framework invokes the installer function and its versions (aws-cdk-lib's Provider).",
+        )
+        acknowledge(on_event, "AwsSolutions-L1",
+                    "The framework function's runtime is set by aws-cdk-lib and moves with library upgrades.")
+
+
+class HelmRelease(CustomResource):
+    """One Helm release (``release_name`` in ``namespace``) installed by ``installer``.
+
+    ``values`` may hold CloudFormation tokens (e.g. a file system ID): they are serialised to one JSON
+    string with ``Stack.to_json_string`` so numbers and booleans keep their type. A chart from an S3 asset
+    is readable by the installer's role (that one object only). Make whatever needs the release depend on
+    this resource.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        installer: HelmInstaller,
+        release_name: str,
+        namespace: str,
+        chart: ChartSource,
+        values: Mapping[str, Any] | None = None,
+        timeout_minutes: int = HELM_TIMEOUT_MINUTES,
+    ) -> None:
+        stack = Stack.of(scope)
+        properties: dict[str, Any] = {
+            "ClusterName": installer.cluster.cluster_name,
+            "Region": stack.region,
+            "ReleaseName": release_name,
+            "Namespace": namespace,
+            "TimeoutMinutes": str(timeout_minutes),
+            "Values": stack.to_json_string(dict(values or {})),
+            **chart.properties,
+        }
+        super().__init__(
+            scope, construct_id,
+            service_token=installer.provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            properties=properties,
+        )
+        self.release_name = release_name
+        self.namespace = namespace
+        if chart.asset is not None:
+            installer.role.add_to_policy(iam.PolicyStatement(
+                sid=f"ReadChart{construct_id}".replace("-", ""),
+                actions=["s3:GetObject"],
+                resources=[chart.asset.bucket.arn_for_objects(chart.asset.s3_object_key)],
+            ))
+        self.node.add_dependency(installer.access_entry)
