@@ -87,7 +87,8 @@ def routine_change(data: dict[str, Any]) -> dict[str, Any]:
     """A routine day-2 change of the default config: more nodes and one more group in the same AZ."""
     groups = data["hyperpod"]["instance_groups"]
     groups[0]["instance_count"] = 4
-    groups.append({"name": "gpu-extra", "instance_type": "ml.g5.12xlarge", "instance_count": 2, "az_id": "usw2-az2"})
+    groups.append({"name": "gpu-extra", "instance_type": "ml.g5.12xlarge", "instance_count": 2, "az_id": "usw2-az2",
+                   "deep_health_checks": ["InstanceStress"]})
     return data
 
 
