@@ -9,7 +9,6 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.config import AppConfig
 from infra.nag_pack import HyperPodChecks
-from infra.nag_pack import HyperPodChecks
 from stacks.eks_stack import EksStack
 from stacks.hyperpod_stack import HyperPodStack
 from stacks.network_stack import NetworkStack
@@ -54,7 +53,6 @@ def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
         Tags.of(app).add(key, value)
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-        Validations.of(app).add_plugins(HyperPodChecks(app))
         Validations.of(app).add_plugins(HyperPodChecks(app))
     return HyperPodApp(network=network, eks=eks, hyperpod=hyperpod, observability=observability)
 
