@@ -472,6 +472,9 @@ class ObservabilityConfig(_Strict):
         return self
 
 
+# Namespaces every EKS cluster with HyperPod already has (the last one is created by HyperPod's chart).
+CLUSTER_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", "aws-hyperpod"})
+
 S3Uri = Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")]
 
 
@@ -491,6 +494,20 @@ class FsxLustreConfig(_Strict):
     pvc_name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)] = "fsx-claim"
     # Keep the file system when the stack is deleted (checkpoints outlive the cluster).
     retain_on_delete: bool = True
+    # Version of the EKS add-on aws-fsx-csi-driver; null lets EKS pick its default for the Kubernetes version.
+    csi_driver_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")] | None = None
+
+    @field_validator("namespace")
+    @classmethod
+    def _own_namespace(cls, value: str) -> str:
+        if value in CLUSTER_NAMESPACES:
+            raise PydanticCustomError(
+                "fsx_namespace",
+                "{v} already exists on every cluster; the storage chart creates its namespace, use another "
+                "(e.g. training)",
+                {"v": value},
+            )
+        return value
 
     @field_validator("capacity_gib")
     @classmethod

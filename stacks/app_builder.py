@@ -13,6 +13,7 @@ from stacks.eks_stack import EksStack
 from stacks.hyperpod_stack import HyperPodStack
 from stacks.network_stack import NetworkStack
 from stacks.observability_stack import ObservabilityStack
+from stacks.storage_stack import StorageStack
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class HyperPodApp:
     eks: EksStack
     hyperpod: HyperPodStack
     observability: ObservabilityStack | None = None
+    storage: StorageStack | None = None
 
 
 def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
@@ -49,12 +51,22 @@ def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
         )
         # The add-ons need running HyperPod nodes: create them after the cluster.
         observability.add_stack_dependency(hyperpod)
+    storage = None
+    if config.storage.fsx_lustre.enabled:
+        storage = StorageStack(
+            app, f"{config.project}-storage", config=config, network=network.network,
+            control_plane=eks.control_plane, env=env,
+            description="HyperPod on EKS: FSx for Lustre, its CSI driver, the training volume and claim",
+        )
+        # The CSI driver add-on needs running HyperPod nodes: create it after the cluster.
+        storage.add_stack_dependency(hyperpod)
     for key, value in {"project": config.project, **config.tags}.items():
         Tags.of(app).add(key, value)
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
         Validations.of(app).add_plugins(HyperPodChecks(app))
-    return HyperPodApp(network=network, eks=eks, hyperpod=hyperpod, observability=observability)
+    return HyperPodApp(network=network, eks=eks, hyperpod=hyperpod, observability=observability,
+                       storage=storage)
 
 
 def _any_observability(config: AppConfig) -> bool:

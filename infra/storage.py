@@ -1,0 +1,176 @@
+"""Shared storage for training: an FSx for Lustre file system, its CSI driver, and the volume values of its claim."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Aws, CfnOutput, Fn, RemovalPolicy, Tags
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks as eks_l1
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from infra.config import FsxLustreConfig
+
+# The local chart that creates the namespace, the static PersistentVolume and its claim.
+STORAGE_CHART_DIR = Path(__file__).parent / "storage_chart"
+STORAGE_RELEASE_NAME = "hyperpod-shared-storage"
+# The release lives in kube-system while the chart creates the training namespace: with the release in
+# the training namespace helm's --create-namespace would create that namespace first, and the chart's
+# own Namespace object would then be refused ("exists and cannot be imported into the current release").
+STORAGE_RELEASE_NAMESPACE = "kube-system"
+
+CSI_DRIVER_ADDON = "aws-fsx-csi-driver"
+CSI_DRIVER_NAME = "fsx.csi.aws.com"
+CSI_CONTROLLER_NAMESPACE = "kube-system"
+CSI_CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
+# Lustre release of the file system; clients of 2.12 and 2.15 mount it.
+LUSTRE_VERSION = "2.15"
+# Every change in the bucket reaches the file system and every change on it reaches the bucket.
+DATA_REPOSITORY_EVENTS = ["NEW", "CHANGED", "DELETED"]
+
+
+def persistent_volume_name(config: FsxLustreConfig) -> str:
+    """The cluster-scoped PersistentVolume's name: unique per claim, readable in ``kubectl get pv``."""
+    return f"{config.namespace}-{config.pvc_name}"
+
+
+class SharedFileSystem(Construct):
+    """An FSx for Lustre file system (PERSISTENT_2) for datasets and checkpoints, in one HyperPod subnet.
+
+    Defaults (from ``FsxLustreConfig``): ``capacity_gib`` of SSD storage at ``throughput_per_tib``,
+    Lustre 2.15, LZ4 compression, tags copied to backups, encrypted at rest with ``encryption_key`` or a new
+    customer-managed KMS key (rotation on). ``subnet`` is the HyperPod subnet of the configured AZ ID and
+    ``security_group`` the group the nodes are in (the EFA group already allows the Lustre ports 988 and
+    1018-1023 within itself), so nodes reach the file system without another rule. With
+    ``data_repository_s3_uri`` an S3 data repository association links the prefix at ``file_system_path``,
+    importing and exporting new, changed and deleted objects.
+
+    The file system and the key it creates are RETAINED on stack deletion unless ``retain_on_delete`` is
+    false: checkpoints outlive the cluster.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: FsxLustreConfig,
+        subnet: ec2.ISubnet,
+        security_group: ec2.ISecurityGroup,
+        encryption_key: kms.IKey | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.config = config
+        removal = RemovalPolicy.RETAIN if config.retain_on_delete else RemovalPolicy.DESTROY
+        self.encryption_key = encryption_key or kms.Key(
+            self, "Key",
+            description="Encryption at rest of the shared FSx for Lustre file system",
+            enable_key_rotation=True,
+            removal_policy=removal,
+        )
+        self.file_system = fsx.CfnFileSystem(
+            self, "FileSystem",
+            file_system_type="LUSTRE",
+            file_system_type_version=LUSTRE_VERSION,
+            storage_type="SSD",
+            storage_capacity=config.capacity_gib,
+            subnet_ids=[subnet.subnet_id],
+            security_group_ids=[security_group.security_group_id],
+            kms_key_id=self.encryption_key.key_arn,
+            lustre_configuration=fsx.CfnFileSystem.LustreConfigurationProperty(
+                deployment_type="PERSISTENT_2",
+                per_unit_storage_throughput=config.throughput_per_tib,
+                data_compression_type="LZ4",
+                copy_tags_to_backups=True,
+            ),
+        )
+        self.file_system.apply_removal_policy(removal)
+        Tags.of(self.file_system).add("Name", Fn.join("-", [Aws.STACK_NAME, "lustre"]))
+        self.file_system_id = self.file_system.ref
+        self.file_system_arn = self.file_system.attr_resource_arn
+        self.dns_name = self.file_system.attr_dns_name
+        self.mount_name = self.file_system.attr_lustre_mount_name
+
+        self.data_repository: fsx.CfnDataRepositoryAssociation | None = None
+        if config.data_repository_s3_uri:
+            events = list(DATA_REPOSITORY_EVENTS)
+            self.data_repository = fsx.CfnDataRepositoryAssociation(
+                self, "DataRepository",
+                file_system_id=self.file_system_id,
+                file_system_path=config.file_system_path,
+                data_repository_path=config.data_repository_s3_uri,
+                batch_import_meta_data_on_create=True,
+                s3=fsx.CfnDataRepositoryAssociation.S3Property(
+                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(events=events),
+                    auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=events),
+                ),
+            )
+
+        CfnOutput(self, "FileSystemId", value=self.file_system_id, description="FSx for Lustre file system ID")
+        CfnOutput(self, "MountCommand",
+                  value=f"sudo mount -t lustre -o relatime,flock {self.dns_name}@tcp:/{self.mount_name} /fsx",
+                  description="Mounts the file system on a node by hand (pods use the PersistentVolumeClaim)")
+
+    def volume_values(self) -> dict[str, Any]:
+        """Values of the storage chart (``infra/storage_chart``): the namespace, the static volume, its claim."""
+        return {
+            "namespace": self.config.namespace,
+            "persistentVolumeName": persistent_volume_name(self.config),
+            "claimName": self.config.pvc_name,
+            "storage": f"{self.config.capacity_gib}Gi",
+            "fileSystemId": self.file_system_id,
+            "dnsName": self.dns_name,
+            "mountName": self.mount_name,
+        }
+
+
+class FsxCsiDriver(Construct):
+    """The EKS add-on ``aws-fsx-csi-driver`` with its controller on its own EKS Pod Identity role.
+
+    The role (trusted by ``pods.eks.amazonaws.com``, bound to ``kube-system/fsx-csi-controller-sa`` through
+    the add-on's pod identity association) may only describe and update ``file_system_arn``: enough for
+    statically provisioned volumes and their expansion. Dynamic provisioning (the driver creating file
+    systems) is not granted. ``addon_version`` None lets EKS pick its default for the cluster's version.
+    The add-on needs running nodes for its pods: create it after the HyperPod cluster.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.ICluster,
+        file_system_arn: str,
+        addon_version: str | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self, "ControllerRole",
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            description="FSx for Lustre CSI controller (EKS Pod Identity): the shared file system only",
+        )
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="ThisFileSystem",
+            actions=["fsx:DescribeFileSystems", "fsx:UpdateFileSystem"],
+            resources=[file_system_arn],
+        ))
+        self.addon = eks_l1.CfnAddon(
+            self, "Addon",
+            addon_name=CSI_DRIVER_ADDON,
+            cluster_name=cluster.cluster_name,
+            addon_version=addon_version,
+            # Take over a driver someone installed by hand rather than fail the deployment.
+            resolve_conflicts="OVERWRITE",
+            # Removed with the stack: the volume release that uses it is uninstalled first.
+            preserve_on_delete=False,
+            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
+                role_arn=self.role.role_arn, service_account=CSI_CONTROLLER_SERVICE_ACCOUNT,
+            )],
+        )
+        # The association needs the role's policy in place before the controller first calls FSx.
+        self.addon.node.add_dependency(self.role)
