@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hpctl import __version__, drift, kubeconfig, preflight
+from hpctl import __version__, drift, examples, kubeconfig, preflight
 from hpctl import cluster as api
 from hpctl import nodes as nodeops
 from hpctl.aws import Clients
@@ -389,6 +389,16 @@ def cmd_preflight(args: argparse.Namespace, t: Target, clients: Any) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def cmd_render_examples(args: argparse.Namespace, t: Target, clients: Any) -> int:
+    written = examples.write(examples.render(t.cfg, args.config or "config/default.yaml"), Path(args.out))
+    if args.json:
+        print_json({"written": [str(p) for p in written]})
+    else:
+        for path in written:
+            print(f"wrote {path}")
+    return EXIT_OK
+
+
 # --- parser ---------------------------------------------------------------------------------------
 
 DESCRIPTION = """Day-2 operations for a SageMaker HyperPod cluster orchestrated by Amazon EKS.
@@ -611,6 +621,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--cdk-out", default="cdk.out", metavar="DIR", help="synthesized templates (default cdk.out)"
     )
     p.set_defaults(handler=cmd_preflight, need_config=True)
+
+    p = _add(
+        sub,
+        "render-examples",
+        common,
+        "write the data-scientist manifests (training with auto-resume, inference, NCCL smoke test) for the config",
+        "hpctl render-examples --config config/prod.yaml --out my-examples",
+    )
+    p.add_argument("--out", default="examples", metavar="DIR", help="directory to write to (default examples)")
+    p.set_defaults(handler=cmd_render_examples, need_config=True)
     return parser
 
 
