@@ -13,7 +13,7 @@ from infra.config import RETENTION_DAYS
 
 def retention(days: int) -> logs.RetentionDays:
     """The RetentionDays member for a day count the config validated against RETENTION_DAYS."""
-    return getattr(logs.RetentionDays, RETENTION_DAYS[days])
+    return logs.RetentionDays[RETENTION_DAYS[days]]
 
 
 def data_removal_policy(destroy_data_on_delete: bool) -> RemovalPolicy:
@@ -42,7 +42,7 @@ def _render(value: Any) -> str:
             return f"<{argument}>"
         if function == "Fn::Join":
             separator, parts = argument
-            return separator.join(_render(part) for part in parts)
+            return str(separator).join(_render(part) for part in parts)
     raise ValueError(f"cannot render {value!r} as a cdk-nag name")
 
 
