@@ -532,6 +532,8 @@ class AppConfig(_Strict):
     hyperpod: HyperPodConfig
     observability: ObservabilityConfig = ObservabilityConfig()
     storage: StorageConfig = StorageConfig()
+    # A permissions boundary applied to every IAM role the stacks create (e.g. an organisation's guard rail).
+    permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
     # Remove data-bearing resources (buckets, log groups, keys) on cdk destroy instead of retaining them.
     destroy_data_on_delete: bool = False
     tags: dict[str, str] = {}

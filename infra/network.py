@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import Aws, Fn, RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
@@ -12,6 +12,7 @@ from constructs import Construct
 
 from infra.common import retention
 from infra.config import NetworkConfig
+from infra.errors import ConfigError
 
 # Interface endpoints a closed network needs for HyperPod nodes, EKS and the operator tooling.
 CLOSED_NETWORK_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
@@ -41,10 +42,16 @@ class HyperPodNetwork(Construct):
       - an S3 gateway endpoint whose policy allows this account's buckets and the AWS-owned buckets
         nodes read (ECR layers, Amazon Linux repositories), flow logs to CloudWatch Logs, and, with
         ``interface_endpoints``, the interface endpoints of ``CLOSED_NETWORK_ENDPOINTS``.
-    Existing VPC: the subnets are imported by ID; nothing is created in the VPC except the security group.
+    Existing VPC by ID (``config.existing_vpc_id``): the subnets are imported by ID; nothing is created in
+    the VPC except the security group.
 
-    Always: ``security_group``, the group EFA needs (all traffic to and from itself, FSx for Lustre ports
-    within it, HTTPS egress); it is shared by the EKS control plane ENIs and the HyperPod nodes.
+    Existing VPC as constructs (instead of ``config``): pass ``vpc``, ``control_plane_subnets`` (at least 2,
+    private, in different AZs) and ``hyperpod_subnets`` (AZ ID -> private subnet). Giving both ``config``
+    and ``vpc`` is an error.
+
+    ``security_group``: the group EFA needs (all traffic to and from itself, FSx for Lustre ports within
+    it, HTTPS egress), shared by the EKS control plane ENIs and the HyperPod nodes; created unless an
+    existing one is passed (which must then allow the same).
     """
 
     def __init__(
@@ -52,7 +59,11 @@ class HyperPodNetwork(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: NetworkConfig,
+        config: NetworkConfig | None = None,
+        vpc: ec2.IVpc | None = None,
+        control_plane_subnets: Sequence[ec2.ISubnet] = (),
+        hyperpod_subnets: Mapping[str, ec2.ISubnet] | None = None,
+        security_group: ec2.ISecurityGroup | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -62,35 +73,47 @@ class HyperPodNetwork(Construct):
         self.s3_endpoint: ec2.CfnVPCEndpoint | None = None
         self.interface_endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
         self.nat_gateways: dict[str, ec2.CfnNatGateway] = {}
+        self.cfn_vpc: ec2.CfnVPC | None = None
 
-        if config.existing_vpc_id:
+        if config is not None and vpc is not None:
+            raise ConfigError("network", None, "give either config (a VPC to create, or existing IDs) or an "
+                              "existing vpc with its subnets, not both")
+        if vpc is not None:
+            if len(control_plane_subnets) < 2 or not hyperpod_subnets:
+                raise ConfigError("network", None, "an existing vpc needs at least 2 control_plane_subnets and "
+                                  "hyperpod_subnets (AZ ID -> subnet)")
+            self.vpc: ec2.IVpc = vpc
+            self.control_plane_subnets: list[ec2.ISubnet] = list(control_plane_subnets)
+            self.hyperpod_subnets: dict[str, ec2.ISubnet] = dict(hyperpod_subnets)
+        elif config is None:
+            raise ConfigError("network", None, "give config (a VPC to create, or existing IDs) or an existing vpc")
+        elif config.existing_vpc_id:
             self._adopt_existing(config)
         else:
             self._create(config, removal_policy)
 
-        self.security_group = self._efa_security_group()
-        if config.interface_endpoints:
-            self._add_interface_endpoints()
+        self.security_group: ec2.ISecurityGroup = security_group or self._efa_security_group()
+        if config is not None and config.interface_endpoints:
+            self._add_interface_endpoints(config)
 
     # --- existing VPC -------------------------------------------------------------------------------
     def _adopt_existing(self, config: NetworkConfig) -> None:
         assert config.existing_vpc_id is not None
-        self.vpc: ec2.IVpc = ec2.Vpc.from_vpc_attributes(
+        self.vpc = ec2.Vpc.from_vpc_attributes(
             self,
             "Vpc",
             vpc_id=config.existing_vpc_id,
             # Only used to label imported subnets; subnets are always selected explicitly by ID.
             availability_zones=list(config.control_plane_az_ids),
         )
-        self.control_plane_subnets: list[ec2.ISubnet] = [
+        self.control_plane_subnets = [
             ec2.Subnet.from_subnet_id(self, f"ControlPlaneSubnet{i}", subnet_id)
             for i, subnet_id in enumerate(config.control_plane_subnet_ids)
         ]
-        self.hyperpod_subnets: dict[str, ec2.ISubnet] = {
+        self.hyperpod_subnets = {
             s.az_id: ec2.Subnet.from_subnet_id(self, f"HyperPodSubnet-{s.az_id}", s.subnet_id or "")
             for s in config.hyperpod_subnets
         }
-        self.cfn_vpc: ec2.CfnVPC | None = None
 
     # --- new VPC ------------------------------------------------------------------------------------
     def _create(self, config: NetworkConfig, removal_policy: RemovalPolicy) -> None:
@@ -255,10 +278,10 @@ class HyperPodNetwork(Construct):
         group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to AWS APIs and registries")
         return group
 
-    def _add_interface_endpoints(self) -> None:
+    def _add_interface_endpoints(self, config: NetworkConfig) -> None:
         subnets = ec2.SubnetSelection(subnets=self.control_plane_subnets)
-        peers: Sequence[str] = [str(self.config.vpc_cidr)] + [
-            str(s.cidr) for s in self.config.hyperpod_subnets if s.cidr is not None
+        peers: Sequence[str] = [str(config.vpc_cidr)] + [
+            str(s.cidr) for s in config.hyperpod_subnets if s.cidr is not None
         ]
         for name, service in CLOSED_NETWORK_ENDPOINTS.items():
             endpoint = ec2.InterfaceVpcEndpoint(

@@ -18,7 +18,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from infra.common import acknowledge, retention
+from infra.common import acknowledge, nag_name, retention
 from infra.config import AlertsConfig, GrafanaConfig, ObservabilityConfig, PrometheusConfig
 
 CONTAINER_INSIGHTS_ADDON = "amazon-cloudwatch-observability"
@@ -84,10 +84,8 @@ class ContainerInsights(Construct):
         acknowledge(self.policy, "AwsSolutions-IAM5[Resource::*]",
                     "PutMetricData (limited to the ContainerInsights/CWAgent namespaces by condition), "
                     "ec2:Describe* and logs:DescribeLogGroups have no resource-level permissions.")
-        for finding in (f"log-group:{prefix}/*", f"log-group:{prefix}/*:log-stream:*"):
-            acknowledge(self.policy,
-                        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:"
-                        f"{finding}]",
+        for resource in (f"log-group:{prefix}/*", f"log-group:{prefix}/*:log-stream:*"):
+            acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, _arn('logs', resource))}]",
                         "The agent names streams per node and pod; the groups are this cluster's only.")
         self.addon = eks_l1.CfnAddon(
             self, "Addon", addon_name=CONTAINER_INSIGHTS_ADDON, cluster_name=cluster_name,

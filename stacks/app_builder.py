@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aws_cdk import App, Environment, Tags, Validations
+from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 
 from infra.config import AppConfig
@@ -62,6 +63,12 @@ def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
         storage.add_stack_dependency(hyperpod)
     for key, value in {"project": config.project, **config.tags}.items():
         Tags.of(app).add(key, value)
+    if config.permissions_boundary_arn:
+        for stack in (network, eks, hyperpod, observability, storage):
+            if stack is not None:
+                boundary = iam.ManagedPolicy.from_managed_policy_arn(
+                    stack, "PermissionsBoundary", config.permissions_boundary_arn)
+                iam.PermissionsBoundary.of(stack).apply(boundary)
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
         Validations.of(app).add_plugins(HyperPodChecks(app))

@@ -9,12 +9,8 @@ from constructs import Construct
 
 from infra.common import data_removal_policy
 from infra.config import AppConfig
-from infra.eks import EksControlPlane
+from infra.eks import EksControlPlane, eks_cluster_name
 from infra.network import HyperPodNetwork
-
-
-def eks_cluster_name(config: AppConfig) -> str:
-    return f"{config.project}-eks"
 
 
 class EksStack(Stack):

@@ -9,8 +9,8 @@ from constructs import Construct
 
 from infra.common import data_removal_policy, retention
 from infra.config import AppConfig
+from infra.eks import eks_cluster_name
 from infra.observability import HyperPodObservability
-from stacks.eks_stack import eks_cluster_name
 
 
 class ObservabilityStack(Stack):

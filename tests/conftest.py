@@ -101,6 +101,8 @@ def default_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 # A second, fuller variant: single NAT, closed-network endpoints, public endpoint with an allow-list,
 # admin principals, two instance groups in two AZs.
 VARIANT_CHANGES: dict[str, Any] = {
+    "permissions_boundary_arn": "arn:aws:iam::111122223333:policy/OrgBoundary",
+    "tags": {"cost-center": "ml-platform"},
     "network": {
         "nat_gateways": "single",
         "interface_endpoints": True,

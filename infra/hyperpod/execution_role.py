@@ -68,18 +68,16 @@ class HyperPodExecutionRole(Construct):
         if role is not None:
             self.role: iam.IRole = role
             return
-        boundary = (
-            iam.ManagedPolicy.from_managed_policy_arn(self, "Boundary", permissions_boundary_arn)
-            if permissions_boundary_arn
-            else None
-        )
         self.role = iam.Role(
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="SageMaker HyperPod execution role (node role) for an EKS-orchestrated cluster",
-            permissions_boundary=boundary,
         )
+        if permissions_boundary_arn:
+            # An aspect on the role itself runs after any wider one, so this specific boundary wins.
+            boundary = iam.ManagedPolicy.from_managed_policy_arn(self, "Boundary", permissions_boundary_arn)
+            iam.PermissionsBoundary.of(self.role).apply(boundary)
         vpc_arn = _arn("ec2", f"vpc/{vpc_id}")
         network_interfaces = _arn("ec2", "network-interface/*")
         in_this_vpc = {"ArnEquals": {"ec2:Vpc": vpc_arn}}

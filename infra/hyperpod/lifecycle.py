@@ -60,6 +60,7 @@ class LifecycleScripts(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
+        scripts_dir = scripts_dir.resolve()  # the packaged copy is a link to the repository's scripts
         check_lifecycle_dir(scripts_dir, on_create)
         self.on_create = on_create
         self.access_log_bucket: s3.Bucket | None = None
@@ -124,9 +125,10 @@ class LifecycleScripts(Construct):
                         "aws-cdk-lib's grantRead/grantWrite action groups, limited to the asset bucket object "
                         "and the lifecycle bucket.")
         region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
         literal = FeatureFlags.of(stack).is_enabled("@aws-cdk/core:enablePartitionLiterals")
         partition = RegionInfo.get(region).partition if literal and not region.startswith("<") else "<AWS::Partition>"
-        acknowledge(role, f"AwsSolutions-IAM5[Resource::arn:{partition}:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-"
+        acknowledge(role, f"AwsSolutions-IAM5[Resource::arn:{partition}:s3:::cdk-hnb659fds-assets-{account}-"
                           f"{region}/*]",
                     "The scripts' zip is a CDK asset whose object key is a content hash.")
         acknowledge(role, f"AwsSolutions-IAM5[Resource::{nag_name(self, bucket.bucket_arn)}/*]",

@@ -243,3 +243,16 @@ def test_routine_changes_update_the_cluster_in_place(request, before, after):
     for name in groups_before.keys() & groups_after.keys():
         assert groups_before[name] == groups_after[name]
     assert groups_before.keys() != groups_after.keys()
+
+
+def test_org_permissions_boundary_and_tags_reach_every_stack(default_synth, variant_synth):
+    for part in ("network", "eks", "hyperpod", "observability"):
+        roles = variant_synth.resources(part, "AWS::IAM::Role")
+        for logical_id, role in roles.items():
+            expected = ("arn:aws:iam::111122223333:policy/PlatformBoundary" if logical_id.startswith("ExecutionRole")
+                        else "arn:aws:iam::111122223333:policy/OrgBoundary")
+            assert role["Properties"].get("PermissionsBoundary") == expected, (part, logical_id)
+        for role in default_synth.resources(part, "AWS::IAM::Role").values():
+            assert "PermissionsBoundary" not in role["Properties"]
+    (cluster,) = variant_synth.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    assert {"Key": "cost-center", "Value": "ml-platform"} in cluster["Properties"]["Tags"]

@@ -1,0 +1,69 @@
+"""The consumer example: another team's app imports `infra`, uses an existing VPC and a shared EKS cluster."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+from aws_cdk import App
+
+from tests.conftest import ROOT, cdk_json_context
+
+APP_FILE = ROOT / "examples" / "consumer_app" / "app.py"
+
+
+@pytest.fixture(scope="session")
+def consumer(tmp_path_factory):
+    spec = importlib.util.spec_from_file_location("consumer_app", APP_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    outdir = tmp_path_factory.mktemp("consumer")
+    app = App(context=cdk_json_context(), outdir=str(outdir))
+    stacks = module.build(app)
+    assembly = app.synth()
+    return outdir, {s.stack_name: s.template for s in assembly.stacks}, stacks
+
+
+def _types(template):
+    return [r["Type"] for r in template["Resources"].values()]
+
+
+def test_existing_vpc_is_used_not_created(consumer):
+    _, templates, _ = consumer
+    types = _types(templates["TeamHyperPod"])
+    assert "AWS::EC2::VPC" not in types and "AWS::EC2::Subnet" not in types
+    assert types.count("AWS::EKS::Cluster") == 1 and types.count("AWS::SageMaker::Cluster") == 1
+    (cluster,) = [r for r in templates["TeamHyperPod"]["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
+    assert cluster["Properties"]["VpcConfig"]["Subnets"] == ["subnet-0bbbbbbbbbbbbbbb1"]
+    assert {"Key": "cost-center", "Value": "ml-research"} in cluster["Properties"]["Tags"]
+
+
+def test_shared_eks_cluster_is_joined_not_created(consumer):
+    _, templates, _ = consumer
+    template = templates["TeamHyperPodOnSharedEks"]
+    types = _types(template)
+    assert "AWS::EKS::Cluster" not in types and "AWS::EC2::SecurityGroup" in types  # the installer's group only
+    (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
+    assert "cluster/platform-eks" in json.dumps(cluster["Properties"]["Orchestrator"])
+    assert cluster["Properties"]["VpcConfig"]["SecurityGroupIds"] == ["sg-0ccccccccccccccc1"]
+    (ingress,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::EC2::SecurityGroupIngress"]
+    assert ingress["Properties"]["GroupId"] == "sg-0ddddddddddddddd1"
+    entries = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::EKS::AccessEntry"]
+    assert [e["ClusterName"] for e in entries] == ["platform-eks"]
+
+
+def test_consumer_app_passes_cdk_nag(consumer):
+    outdir, _, _ = consumer
+    report = json.loads((outdir / "validation-report.json").read_text())
+    names = {p["pluginName"] for p in report["pluginReports"]}
+    assert "AwsSolutions" in names
+    for plugin in report["pluginReports"]:
+        assert plugin["conclusion"] == "success", json.dumps(plugin["violations"])[:3000]
+
+
+def test_the_integration_takes_under_twenty_lines():
+    source = APP_FILE.read_text()
+    body = source.split("def hyperpod_in_existing_vpc")[1].split("\ndef ")[0]
+    code = [line for line in body.splitlines()[1:] if line.strip() and not line.strip().startswith(('"""', "#"))]
+    assert len(code) < 20, len(code)

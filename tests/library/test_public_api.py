@@ -1,0 +1,128 @@
+"""The library's contract for other teams: exports, bring-your-own rules, cross-cutting options, packaging."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from aws_cdk import App, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+
+import infra
+from infra.config import parse_config
+from infra.errors import ConfigError
+from tests.conftest import ROOT, cdk_json_context, default_config_data
+
+
+def test_every_exported_name_resolves():
+    for name in infra.__all__:
+        assert getattr(infra, name) is not None, name
+    with pytest.raises(AttributeError):
+        infra.NoSuchConstruct  # noqa: B018
+
+
+def test_importing_the_config_does_not_start_the_cdk_runtime():
+    code = "import sys, infra, infra.config; print('aws_cdk' in sys.modules, 'jsii' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert result.stdout.strip() == "False False"
+
+
+def _stack():
+    app = App(context=cdk_json_context())
+    return Stack(app, "Consumer")
+
+
+def _vpc(stack):
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0123456789abcdef0",
+                                      availability_zones=["us-west-2a", "us-west-2b"],
+                                      private_subnet_ids=["subnet-01111111111111111", "subnet-02222222222222222"])
+    return vpc, {"usw2-az2": ec2.Subnet.from_subnet_id(stack, "Gpu", "subnet-03333333333333333")}
+
+
+CONFIG = parse_config(default_config_data(), "default")
+
+
+def test_giving_both_config_and_an_existing_vpc_is_an_error():
+    stack = _stack()
+    vpc, subnets = _vpc(stack)
+    with pytest.raises(ConfigError, match="not both"):
+        infra.HyperPodNetwork(stack, "Net", config=CONFIG.network, vpc=vpc, control_plane_subnets=vpc.private_subnets,
+                              hyperpod_subnets=subnets)
+    with pytest.raises(ConfigError, match="at least 2 control_plane_subnets"):
+        infra.HyperPodNetwork(stack, "Net2", vpc=vpc, hyperpod_subnets=subnets)
+    with pytest.raises(ConfigError, match="give config"):
+        infra.HyperPodNetwork(stack, "Net3")
+
+
+def test_existing_subnets_must_cover_every_instance_group():
+    stack = _stack()
+    vpc, _ = _vpc(stack)
+    other = {"usw2-az3": ec2.Subnet.from_subnet_id(stack, "Other", "subnet-04444444444444444")}
+    with pytest.raises(ConfigError, match=r"no HyperPod subnet for the instance groups' AZ IDs \['usw2-az2'\]"):
+        infra.HyperPodOnEks(stack, "HP", config=CONFIG, vpc=vpc, control_plane_subnets=vpc.private_subnets,
+                            hyperpod_subnets=other)
+
+
+def test_imported_eks_cluster_rules():
+    stack = _stack()
+    vpc, subnets = _vpc(stack)
+    cluster = eks.Cluster.from_cluster_attributes(stack, "Eks", cluster_name="shared")
+    common = {"config": CONFIG, "vpc": vpc, "control_plane_subnets": vpc.private_subnets,
+              "hyperpod_subnets": subnets, "eks_cluster": cluster}
+    with pytest.raises(ConfigError, match="needs eks_cluster_security_group"):
+        infra.HyperPodOnEks(stack, "A", **common)
+    sg = ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-0123456789abcdef0")
+    with pytest.raises(ConfigError, match="secrets_key applies to a cluster created here"):
+        infra.HyperPodOnEks(stack, "B", **common, eks_cluster_security_group=sg,
+                            secrets_key=kms.Key.from_key_arn(stack, "K", "arn:aws:kms:us-west-2:111122223333:key/x"))
+
+
+def test_existing_execution_role_and_a_boundary_in_config_conflict():
+    stack = _stack()
+    data = default_config_data()
+    data["hyperpod"]["permissions_boundary_arn"] = "arn:aws:iam::111122223333:policy/Boundary"
+    role = iam.Role.from_role_arn(stack, "Role", "arn:aws:iam::111122223333:role/Existing")
+    with pytest.raises(ConfigError, match="not to execution_role"):
+        infra.HyperPodOnEks(stack, "HP", config=parse_config(data, "x"), execution_role=role)
+
+
+def test_permissions_boundary_and_tags_reach_every_role(tmp_path):
+    app = App(context=cdk_json_context(), outdir=str(tmp_path))
+    stack = Stack(app, "Consumer")
+    boundary = iam.ManagedPolicy.from_managed_policy_arn(stack, "B", "arn:aws:iam::111122223333:policy/Boundary")
+    role = iam.Role.from_role_arn(stack, "Existing", "arn:aws:iam::111122223333:role/NodeRole")
+    built = infra.HyperPodOnEks(stack, "HP", config=CONFIG, permissions_boundary=boundary, tags={"team": "ml"},
+                                execution_role=role)
+    assert built.execution_role.role is role and built.execution_role.policy is None
+    template = app.synth().get_stack_by_name("Consumer").template
+    roles = [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Role"]
+    assert roles and all(
+        r["Properties"].get("PermissionsBoundary") == "arn:aws:iam::111122223333:policy/Boundary" for r in roles
+    )
+    (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
+    assert {"Key": "team", "Value": "ml"} in cluster["Properties"]["Tags"]
+    assert "NodeRole" in str(cluster["Properties"]["InstanceGroups"][0]["ExecutionRole"])
+
+
+def test_wheel_ships_the_runtime_files(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    (wheel,) = tmp_path.glob("hyperpod_eks_cdk-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        script = archive.getinfo("infra/lifecycle_scripts/on_create.sh")
+        assert (script.external_attr >> 16) & 0o111, "on_create.sh lost its executable bit"
+        packaged = archive.read("infra/lifecycle_scripts/on_create.sh")
+        assert packaged == (ROOT / "lifecycle_scripts/on_create.sh").read_bytes()
+    for name in ("infra/hyperpod/chart_installer/handler.py", "infra/py.typed", "infra/config.py", "hpctl/cli.py",
+                 "stacks/app_builder.py"):
+        assert name in names, name
+    assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
