@@ -390,7 +390,7 @@ def cmd_preflight(args: argparse.Namespace, t: Target, clients: Any) -> int:
 
 
 def cmd_render_examples(args: argparse.Namespace, t: Target, clients: Any) -> int:
-    written = examples.write(examples.render(t.cfg, args.config or "config/default.yaml"), Path(args.out))
+    written = examples.write(examples.render(t.cfg), Path(args.out))
     if args.json:
         print_json({"written": [str(p) for p in written]})
     else:

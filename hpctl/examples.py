@@ -197,11 +197,11 @@ EMPTY_DIR_COMMENT = """\
 # (the storage stack then creates the claim) and render again to checkpoint on FSx for Lustre."""
 
 
-def _dump(documents: list[dict[str, Any]], config_path: str, title: str) -> str:
+def _dump(documents: list[dict[str, Any]], project: str, title: str) -> str:
     header = (
         f"# {title}\n"
-        f"# Rendered from {config_path} by `hpctl render-examples`; edit the config or hpctl/examples.py, not this\n"
-        "# file, then render again.\n"
+        f"# Rendered by `hpctl render-examples` from the config of project {project}; edit the config or\n"
+        "# hpctl/examples.py, not this file, then render again.\n"
     )
     body = "---\n".join(yaml.dump(d, Dumper=_Dumper, sort_keys=False, width=120) for d in documents)
     # Put the explanation right above the emptyDir volume it is about.
@@ -386,24 +386,24 @@ def smoke_test(config: Any) -> list[dict[str, Any]]:
     }]
 
 
-def render(config: Any, config_path: str = "config/default.yaml") -> dict[str, str]:
+def render(config: Any) -> dict[str, str]:
     """File name -> manifest text for ``config``."""
     files: dict[str, str] = {}
     if not config.storage.fsx_lustre.enabled:
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace(config)}}
         files["namespace.yaml"] = _dump(
-            [ns], config_path, "The namespace of the examples (with FSx enabled the storage stack creates it).")
+            [ns], config.project, "The namespace of the examples (with FSx enabled the storage stack creates it).")
     files["pytorchjob-auto-resume.yaml"] = _dump(
-        training_job(config), config_path,
+        training_job(config), config.project,
         "Distributed PyTorch training with HyperPod job auto-resume, checkpointing to the shared volume.")
     files["inference.yaml"] = _dump(
-        inference(config), config_path, f"An OpenAI-compatible vLLM server for {INFERENCE_MODEL} and its Service.")
+        inference(config), config.project, f"An OpenAI-compatible vLLM server for {INFERENCE_MODEL} and its Service.")
     title = "Smoke test: GPUs, EFA and an NCCL all_reduce across two nodes."
     group = gpu_group(config)
     if group.instance_count < 2:
         title += (f"\n# It needs 2 nodes of {group.instance_type}; instance group {group.name} has "
                   f"{group.instance_count}: raise its instance_count first.")
-    files["nccl-smoke-test.yaml"] = _dump(smoke_test(config), config_path, title)
+    files["nccl-smoke-test.yaml"] = _dump(smoke_test(config), config.project, title)
     return files
 
 

@@ -1,0 +1,221 @@
+"""The data-scientist manifests: what HyperPod, the training operator and the cluster need; examples/ is current."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from hpctl import cli, examples
+from infra.config import cluster_instance_types, parse_config
+from tests.conftest import ROOT, default_config_data, mutate
+from tests.storage.conftest import fsx_config_data
+
+EXAMPLES_DIR = ROOT / "examples"
+NAMESPACED = {"ConfigMap", "PyTorchJob", "Deployment", "Service", "MPIJob"}
+
+
+def documents(files: dict[str, str]) -> list[dict[str, Any]]:
+    return [doc for text in files.values() for doc in yaml.safe_load_all(text) if doc is not None]
+
+
+def by_kind(files: dict[str, str], kind: str) -> dict[str, Any]:
+    (doc,) = [d for d in documents(files) if d["kind"] == kind]
+    return doc
+
+
+def pod_specs(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    if doc["kind"] == "PyTorchJob":
+        return [r["template"]["spec"] for r in doc["spec"]["pytorchReplicaSpecs"].values()]
+    if doc["kind"] == "MPIJob":
+        return [r["template"]["spec"] for r in doc["spec"]["mpiReplicaSpecs"].values()]
+    return [doc["spec"]["template"]["spec"]]
+
+
+def render(changes: dict[str, Any] | None = None, data: dict[str, Any] | None = None) -> dict[str, str]:
+    config = parse_config(data if data is not None else mutate(changes or {}), "examples")
+    return examples.render(config)
+
+
+@pytest.fixture(scope="module")
+def default_files() -> dict[str, str]:
+    return render()
+
+
+@pytest.fixture(scope="module")
+def fsx_files() -> dict[str, str]:
+    return render(data=fsx_config_data())
+
+
+# Two p4d nodes with a taint: multi-node rendezvous, several EFA devices, tolerations.
+MULTI_NODE = {"hyperpod": {"instance_groups": [{
+    "name": "p4d-workers", "instance_type": "ml.p4d.24xlarge", "instance_count": 2, "az_id": "usw2-az2",
+    "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+}]}}
+
+
+@pytest.fixture(scope="module")
+def multi_node_files() -> dict[str, str]:
+    return render(MULTI_NODE)
+
+
+def test_examples_directory_is_the_rendering_of_the_default_config(default_files):
+    stale = f"examples/ is stale: regenerate with `.venv/bin/python -m {examples.REGENERATE}` and commit it"
+    on_disk = {p.name: p.read_text() for p in EXAMPLES_DIR.glob("*.yaml")}
+    assert sorted(on_disk) == sorted(default_files), stale
+    for name, text in default_files.items():
+        assert on_disk[name] == text, f"{name}: {stale}"
+
+
+@pytest.mark.parametrize("variant", ["default_files", "fsx_files", "multi_node_files"])
+def test_every_manifest_is_a_kubernetes_object(request, variant):
+    files = request.getfixturevalue(variant)
+    docs = documents(files)
+    assert {d["kind"] for d in docs} >= {"PyTorchJob", "Deployment", "Service", "MPIJob", "ConfigMap"}
+    for doc in docs:
+        assert isinstance(doc["apiVersion"], str) and "/" in doc["apiVersion"] or doc["apiVersion"] == "v1"
+        assert doc["metadata"]["name"]
+        if doc["kind"] in NAMESPACED:
+            assert doc["metadata"]["namespace"] == "ml-team" if variant == "fsx_files" else "training"
+        assert "spec" in doc or "data" in doc or doc["kind"] == "Namespace"
+
+
+def test_training_job_asks_for_auto_resume_with_both_annotations(default_files):
+    job = by_kind(default_files, "PyTorchJob")
+    assert job["apiVersion"] == "kubeflow.org/v1"
+    annotations = job["metadata"]["annotations"]
+    assert annotations["sagemaker.amazonaws.com/enable-job-auto-resume"] == "true"
+    assert annotations["sagemaker.amazonaws.com/job-max-retry-count"] == str(examples.JOB_MAX_RETRY_COUNT)
+    assert int(annotations["sagemaker.amazonaws.com/job-max-retry-count"]) >= 1
+    for replica in job["spec"]["pytorchReplicaSpecs"].values():
+        assert replica["restartPolicy"] == "OnFailure"
+
+
+@pytest.mark.parametrize("variant", ["default_files", "multi_node_files"])
+def test_gpu_pods_go_to_healthy_nodes_of_the_group_type_with_its_gpus_and_efa(request, variant):
+    files = request.getfixturevalue(variant)
+    instance_type = "ml.p4d.24xlarge" if variant == "multi_node_files" else "ml.g5.8xlarge"
+    gpus, efa = examples.ACCELERATORS[instance_type]
+    for kind in ("PyTorchJob", "Deployment", "MPIJob"):
+        doc = by_kind(files, kind)
+        gpu_pods = [s for s in pod_specs(doc) if "nvidia.com/gpu" in s["containers"][0].get("resources", {}).get(
+            "limits", {})]
+        assert gpu_pods, kind
+        for spec in gpu_pods:
+            assert spec["nodeSelector"] == {
+                "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+                "node.kubernetes.io/instance-type": instance_type,
+            }
+            resources = spec["containers"][0]["resources"]
+            assert resources["requests"] == resources["limits"]
+            wanted_gpus = 1 if kind == "Deployment" else gpus
+            assert resources["limits"]["nvidia.com/gpu"] == wanted_gpus
+            if kind != "Deployment":
+                assert resources["limits"].get("vpc.amazonaws.com/efa", 0) == efa
+
+
+def test_instance_type_without_efa_asks_for_none():
+    data = default_config_data()
+    data["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.g5.2xlarge"
+    files = render(data=data)
+    assert examples.ACCELERATORS["ml.g5.2xlarge"] == (1, 0)
+    for kind in ("PyTorchJob", "MPIJob"):
+        for spec in pod_specs(by_kind(files, kind)):
+            assert "vpc.amazonaws.com/efa" not in spec["containers"][0].get("resources", {}).get("limits", {})
+            assert "FI_PROVIDER" not in yaml.safe_dump(spec)
+
+
+def test_torchrun_uses_c10d_with_one_process_per_gpu_on_every_node(multi_node_files):
+    job = by_kind(multi_node_files, "PyTorchJob")
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert replicas["Master"]["replicas"] + replicas["Worker"]["replicas"] == 2
+    command = replicas["Master"]["template"]["spec"]["containers"][0]["command"]
+    assert command[0] == "torchrun"
+    assert "--rdzv-backend=c10d" in command
+    assert "--nproc-per-node=8" in command and "--nnodes=2" in command
+    assert "--rdzv-endpoint=$(MASTER_ADDR):$(MASTER_PORT)" in command
+    assert replicas["Master"]["template"]["spec"]["containers"][0]["name"] == "pytorch"
+
+
+def test_taints_of_the_group_become_tolerations(multi_node_files):
+    for kind in ("PyTorchJob", "Deployment", "MPIJob"):
+        gpu_specs = [s for s in pod_specs(by_kind(multi_node_files, kind)) if "tolerations" in s]
+        assert gpu_specs, kind
+        for spec in gpu_specs:
+            assert spec["tolerations"] == [
+                {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+
+
+def test_checkpoints_go_to_the_claim_the_storage_stack_creates(fsx_files):
+    fsx = parse_config(fsx_config_data()).storage.fsx_lustre
+    job = by_kind(fsx_files, "PyTorchJob")
+    assert job["metadata"]["namespace"] == fsx.namespace
+    for spec in pod_specs(job):
+        (shared,) = [v for v in spec["volumes"] if v["name"] == "shared"]
+        assert shared == {"name": "shared", "persistentVolumeClaim": {"claimName": fsx.pvc_name}}
+        env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
+        mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+        assert env["CHECKPOINT_DIR"].startswith(mounts["shared"] + "/")
+    inference = by_kind(fsx_files, "Deployment")["spec"]["template"]["spec"]
+    assert {"name": "shared", "persistentVolumeClaim": {"claimName": fsx.pvc_name}} in inference["volumes"]
+    assert "namespace.yaml" not in fsx_files  # the storage chart creates the namespace
+
+
+def test_without_fsx_checkpoints_use_an_empty_dir_explained_next_to_it(default_files):
+    text = default_files["pytorchjob-auto-resume.yaml"]
+    lines = text.splitlines()
+    index = lines.index("          - name: shared")
+    assert lines[index + 1].strip() == "emptyDir: {}"
+    assert "storage.fsx_lustre is disabled" in "\n".join(lines[index - 3:index])
+    assert "namespace.yaml" in default_files
+
+
+def test_inference_service_selects_the_deployment_pods(default_files):
+    deployment, service = by_kind(default_files, "Deployment"), by_kind(default_files, "Service")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"] == labels
+    assert all(labels[k] == v for k, v in service["spec"]["selector"].items())
+    port_names = {p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
+
+
+def test_smoke_test_runs_nccl_across_two_nodes_and_checks_gpus_and_efa(default_files):
+    job = by_kind(default_files, "MPIJob")
+    assert job["apiVersion"] == "kubeflow.org/v2beta1"
+    specs = job["spec"]["mpiReplicaSpecs"]
+    assert specs["Worker"]["replicas"] == 2
+    gpus, _ = examples.ACCELERATORS["ml.g5.8xlarge"]
+    assert job["spec"]["slotsPerWorker"] == gpus
+    script = specs["Launcher"]["template"]["spec"]["containers"][0]["args"][0]
+    assert "nvidia-smi" in script and "fi_info -p efa" in script
+    assert f"-np {2 * gpus} -N {gpus}" in script and "all_reduce_perf" in script
+    assert "Selected Provider is efa" in script
+    assert "It needs 2 nodes" in default_files["nccl-smoke-test.yaml"]  # the default group has one
+
+
+def test_images_are_pinned_and_the_table_only_names_hyperpod_types():
+    for image in (examples.TRAINING_IMAGE, examples.NCCL_TESTS_IMAGE, examples.INFERENCE_IMAGE):
+        name, _, tag = image.rpartition(":")
+        assert name and tag and tag != "latest", image
+    assert set(examples.ACCELERATORS) <= cluster_instance_types()
+
+
+def test_cli_writes_the_rendering_and_exits_0(tmp_path, capsys):
+    code = cli.main(["render-examples", "--config", str(ROOT / "config" / "default.yaml"), "--out", str(tmp_path)])
+    assert code == 0
+    written = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    expected = examples.render(parse_config(default_config_data()))
+    assert written == expected
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_cli_refuses_a_config_without_gpu_groups_with_exit_2(tmp_path, capsys):
+    data = default_config_data()
+    data["hyperpod"]["instance_groups"][0].update(instance_type="ml.m5.2xlarge", deep_health_checks=[])
+    config = tmp_path / "cpu.yaml"
+    config.write_text(yaml.safe_dump(data))
+    code = cli.main(["render-examples", "--config", str(config), "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "no instance group with NVIDIA GPUs" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
