@@ -38,9 +38,25 @@ destroy: $(STAMP)
 test: $(STAMP)
 	$(NODE_ENV_PATH) $(PY) -m pytest
 
+# checkov pins boto3/botocore differently from aws-cdk-lib: it lives in its own virtual environment.
+CHECKOV_VERSION := 3.3.30
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
+# cfn-lint findings accepted on purpose; the reason for each is in tests/stacks/test_nag_and_lint.py.
+CFN_LINT_IGNORED := W3005
+SHELL_SCRIPTS = $(wildcard lifecycle_scripts/*.sh)
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy infra
+	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
+	$(MAKE) --no-print-directory synth
+	$(VENV)/bin/cfn-lint $(addprefix --ignore-checks ,$(CFN_LINT_IGNORED)) -- cdk.out/*.template.json
+	test -f $(CHECKOV_STAMP) || { $(PYTHON) -m venv $(CHECKOV_VENV) && echo '*' > $(CHECKOV_VENV)/.gitignore \
+		&& $(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check checkov==$(CHECKOV_VERSION) \
+		&& touch $(CHECKOV_STAMP); }
+	$(CHECKOV_VENV)/bin/checkov -d cdk.out --framework cloudformation --skip-download --quiet --compact \
+		--config-file .checkov.yaml
 
 bench: $(STAMP)
 	$(NODE_ENV_PATH) $(PY) scripts/bench.py
