@@ -653,5 +653,6 @@ def load_config(path: str | Path) -> AppConfig:
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
-        raise ConfigError("config", str(path), f"not valid YAML: {error}") from None
+        # PyYAML's message spans lines (problem, then a caret under the snippet): keep the error one line.
+        raise ConfigError("config", str(path), f"not valid YAML: {' '.join(str(error).split())}") from None
     return parse_config(data, source=str(path))
