@@ -1,0 +1,37 @@
+"""What `cdk destroy` keeps is set in config: data-bearing resources are retained unless destroy_data_on_delete."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import Synthesized, mutate, parse_config, synthesize
+
+DATA_BEARING = ("AWS::S3::Bucket", "AWS::Logs::LogGroup", "AWS::KMS::Key")
+
+
+@pytest.fixture(scope="session")
+def destroy_data_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    config = parse_config(mutate({"destroy_data_on_delete": True}), "destroy-data")
+    return synthesize(config, tmp_path_factory.mktemp("cdk-destroy-data"))
+
+
+def _policies(synth: Synthesized) -> dict[str, tuple[str | None, str | None]]:
+    return {
+        f"{stack}/{logical_id} ({resource['Type']})": (resource.get("DeletionPolicy"),
+                                                       resource.get("UpdateReplacePolicy"))
+        for stack, template in synth.templates.items()
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] in DATA_BEARING
+    }
+
+
+def test_default_retains_every_bucket_log_group_and_key(default_synth):
+    policies = _policies(default_synth)
+    assert {r.split("(")[1].rstrip(")") for r in policies} == set(DATA_BEARING)
+    assert {name: p for name, p in policies.items() if p != ("Retain", "Retain")} == {}
+
+
+def test_destroy_data_on_delete_deletes_them(destroy_data_synth):
+    policies = _policies(destroy_data_synth)
+    assert policies
+    assert {name: p for name, p in policies.items() if p != ("Delete", "Delete")} == {}
