@@ -39,13 +39,17 @@ class HyperPodOnEks(Construct):
     The HyperPod cluster waits for the dependencies chart and the scripts; the observability add-ons wait
     for the HyperPod cluster.
 
-    Bring your own (each replaces what would be created; giving it and the matching config is an error):
-      - ``vpc`` + ``control_plane_subnets`` + ``hyperpod_subnets`` (AZ ID -> subnet) [+ ``security_group``];
+    Bring your own (each replaces what would be created):
+      - ``vpc`` + ``control_plane_subnets`` + ``hyperpod_subnets`` (AZ ID -> subnet) [+ ``security_group``]:
+        ``config.network`` is then not used; giving ``vpc`` with ``network.existing_vpc_id`` is an error;
       - ``eks_cluster`` (e.g. ``eks.Cluster.from_cluster_attributes``) + ``eks_cluster_security_group`` (a
-        group of the cluster's control plane that the chart installer may reach on 443);
-      - ``lifecycle_bucket``, ``execution_role``, ``secrets_key`` (the EKS secrets KMS key).
-    Cross-cutting: ``permissions_boundary`` applies to every IAM role created here; ``tags`` to every
-    resource; names are prefixed with ``config.project``.
+        group of the cluster's control plane that the chart installer may reach on 443): ``config.eks`` is
+        then not used; giving ``secrets_key`` with it is an error;
+      - ``lifecycle_bucket``; ``execution_role`` (an error with ``hyperpod.permissions_boundary_arn``);
+        ``secrets_key`` (the EKS secrets KMS key).
+    ``lifecycle_scripts_dir`` defaults to the scripts packaged with this library (``hyperpod.lifecycle_scripts_dir``
+    is for the app's stacks). Cross-cutting: ``permissions_boundary`` applies to every IAM role created here
+    and ``tags`` to every resource, including the stack-level functions aws-cdk-lib adds for them.
     """
 
     def __init__(
@@ -75,6 +79,9 @@ class HyperPodOnEks(Construct):
         if eks_cluster is not None and eks_cluster_security_group is None:
             raise ConfigError("eks", None, "eks_cluster needs eks_cluster_security_group (the chart installer "
                               "reaches the API server through it)")
+        if vpc is not None and config.network.existing_vpc_id:
+            raise ConfigError("network.existing_vpc_id", config.network.existing_vpc_id,
+                              "give either an existing vpc construct or network.existing_vpc_id, not both")
         if execution_role is not None and config.hyperpod.permissions_boundary_arn:
             raise ConfigError("hyperpod.permissions_boundary_arn", config.hyperpod.permissions_boundary_arn,
                               "applies to an execution role created here, not to execution_role")
@@ -143,13 +150,13 @@ class HyperPodOnEks(Construct):
             # The add-ons need running HyperPod nodes.
             self.observability.node.add_dependency(self.hyperpod.cfn_cluster)
 
-        if permissions_boundary is not None:
-            # aws-cdk-lib puts some functions' roles (BucketDeployment, AwsCustomResource) at stack level.
-            for scope_ in [self, *self._stack_singletons()]:
+        # aws-cdk-lib puts some functions (BucketDeployment, AwsCustomResource) at stack level.
+        scopes = [self, *self._stack_singletons()]
+        for scope_ in scopes:
+            if permissions_boundary is not None:
                 iam.PermissionsBoundary.of(scope_).apply(permissions_boundary)
-        for key, value in (tags or {}).items():
-            Tags.of(self).add(key, value)
-        Tags.of(self).add("project", config.project)
+            for key, value in {"project": config.project, **(tags or {})}.items():
+                Tags.of(scope_).add(key, value)
 
     def _stack_singletons(self) -> list[IConstruct]:
         """Stack-level singletons aws-cdk-lib created for this construct's resources."""

@@ -43,7 +43,7 @@ class HyperPodNetwork(Construct):
         nodes read (ECR layers, Amazon Linux repositories), flow logs to CloudWatch Logs, and, with
         ``interface_endpoints``, the interface endpoints of ``CLOSED_NETWORK_ENDPOINTS``.
     Existing VPC by ID (``config.existing_vpc_id``): the subnets are imported by ID; nothing is created in
-    the VPC except the security group.
+    the VPC except the security group and, with ``interface_endpoints``, the interface endpoints.
 
     Existing VPC as constructs (instead of ``config``): pass ``vpc``, ``control_plane_subnets`` (at least 2,
     private, in different AZs) and ``hyperpod_subnets`` (AZ ID -> private subnet). Giving both ``config``

@@ -98,10 +98,11 @@ class ContainerInsights(Construct):
 
 
 class ManagedPrometheus(Construct):
-    """An AMP workspace (customer-managed key, logging on) fed by the HyperPod observability add-on.
+    """An AMP workspace (customer-managed key, logging on) and the collector role of the HyperPod add-on.
 
-    The add-on's collector runs on a Pod Identity role allowed ``aps:RemoteWrite`` on this workspace only,
-    plus the HyperPod cluster log groups the add-on documents. With ``grafana_workspace_arn`` the add-on
+    ``add_hyperpod_observability_addon()`` installs the add-on that feeds the workspace. Its collector runs
+    on a Pod Identity role allowed ``aps:RemoteWrite`` on this workspace only, plus the HyperPod cluster log
+    groups the add-on documents. With ``grafana_workspace_arn`` the add-on
     also provisions its HyperPod dashboards (GPU, EFA, node health, training jobs) into that workspace.
     """
 
@@ -132,13 +133,15 @@ class ManagedPrometheus(Construct):
                 sid="HyperPodClusterLogs",
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams",
                          "logs:PutLogEvents", "logs:GetLogEvents", "logs:FilterLogEvents", "logs:StartQuery",
-                         "logs:StopQuery", "logs:GetQueryResults"],
+                         "logs:GetQueryResults"],
                 resources=clusters_logs,
             ),
-            iam.PolicyStatement(sid="DescribeLogGroups", actions=["logs:DescribeLogGroups"], resources=["*"]),
+            iam.PolicyStatement(sid="LogsWithoutResourceScope",
+                                actions=["logs:DescribeLogGroups", "logs:StopQuery"],
+                                resources=["*"]),
         ])
         acknowledge(self.collector_policy, "AwsSolutions-IAM5[Resource::*]",
-                    "logs:DescribeLogGroups has no resource-level permissions.")
+                    "logs:DescribeLogGroups and logs:StopQuery have no resource-level permissions.")
         for finding in ("log-group:/aws/sagemaker/Clusters/*", "log-group:/aws/sagemaker/Clusters/*:log-stream:*"):
             acknowledge(self.collector_policy,
                         f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:"
@@ -256,7 +259,9 @@ class ManagedGrafana(Construct):
 class HyperPodAlerts(Construct):
     """HyperPod cluster events of one cluster at the configured levels, readable, to an encrypted SNS topic.
 
-    Also an alarm on Container Insights' failed node count of the EKS cluster.
+    Also an alarm on Container Insights' failed node count of the EKS cluster. A new key allows EventBridge
+    and CloudWatch to publish; a ``key`` passed in must already allow them (an imported key's policy cannot
+    be changed from here).
     """
 
     def __init__(
@@ -308,7 +313,8 @@ class HyperPodAlerts(Construct):
 
 
 class ClusterDashboard(Construct):
-    """A CloudWatch dashboard built in the template: GPU, EFA and node panels, HyperPod event counts."""
+    """A CloudWatch dashboard built in the template: GPU, EFA and node panels; HyperPod event counts when
+    ``alert_rule`` is given."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, name: str, eks_cluster_name: str,
@@ -322,9 +328,10 @@ class ClusterDashboard(Construct):
                                      period=Duration.minutes(5))
 
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=name)
+        events_note = "; HyperPod events from EventBridge." if alert_rule is not None else "."
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(markdown=f"# HyperPod cluster {name}\nEKS cluster `{eks_cluster_name}`: "
-                                  "Container Insights metrics; HyperPod events from EventBridge.", width=24, height=2),
+                                  f"Container Insights metrics{events_note}", width=24, height=2),
         )
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(title="GPU utilisation (%)", width=12,

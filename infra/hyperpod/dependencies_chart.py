@@ -37,7 +37,8 @@ class HyperPodDependenciesChart(HelmInstaller):
       - ``git`` (default): the public repository at the pinned commit ``revision`` (never a branch);
       - ``oci``: ``oci_uri`` at the pinned ``version`` (for teams that mirror the chart);
       - ``local``: a chart directory in this repository, uploaded as a CDK asset.
-    ``health-monitoring-agent.region`` is always set to the stack's region (by the handler).
+    ``health-monitoring-agent.region`` is set to the stack's region (by the handler) unless the chart values
+    in config set it.
 
     Other releases of the same stack can share this installer: ``HelmRelease(..., installer=this)``.
     Make the HyperPod cluster depend on ``self.release``.

@@ -38,7 +38,8 @@ def check_lifecycle_dir(directory: Path, on_create: str) -> Path:
 class LifecycleScripts(Construct):
     """A `sagemaker-` bucket holding the lifecycle scripts of this repository under ``lifecycle/``.
 
-    The bucket is named ``sagemaker-<cluster>-<account>-<region>`` (the managed instance policy reads only
+    The bucket is named ``sagemaker-<cluster>-<account>-<region>``, the cluster name lower-cased and cut to
+    20 characters to stay within S3's 63 (the managed instance policy reads only
     ``sagemaker-*`` buckets; the execution role is also granted read of the prefix explicitly), encrypted
     (SSE-S3), versioned, TLS-only, with public access blocked and server access logs in a second bucket.
     The scripts directory is checked at synth (``check_lifecycle_dir``) and uploaded at deploy time with

@@ -106,6 +106,8 @@ def test_permissions_boundary_and_tags_reach_every_role(tmp_path):
     )
     (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
     assert {"Key": "team", "Value": "ml"} in cluster["Properties"]["Tags"]
+    functions = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    assert functions and all({"Key": "team", "Value": "ml"} in f["Properties"]["Tags"] for f in functions)
     assert "NodeRole" in str(cluster["Properties"]["InstanceGroups"][0]["ExecutionRole"])
 
 
@@ -126,3 +128,15 @@ def test_wheel_ships_the_runtime_files(tmp_path):
                  "stacks/app_builder.py"):
         assert name in names, name
     assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
+
+
+def test_an_existing_vpc_and_a_vpc_id_in_config_conflict():
+    stack = _stack()
+    vpc, subnets = _vpc(stack)
+    data = default_config_data()
+    data["network"] = {"existing_vpc_id": "vpc-0123456789abcdef0", "control_plane_az_ids": ["usw2-az1", "usw2-az2"],
+                       "control_plane_subnet_ids": ["subnet-01111111111111111", "subnet-02222222222222222"],
+                       "hyperpod_subnets": [{"az_id": "usw2-az2", "subnet_id": "subnet-03333333333333333"}]}
+    with pytest.raises(ConfigError, match="network.existing_vpc_id: give either"):
+        infra.HyperPodOnEks(stack, "HP", config=parse_config(data, "x"), vpc=vpc,
+                            control_plane_subnets=vpc.private_subnets, hyperpod_subnets=subnets)

@@ -43,9 +43,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("RESOURCE_STAR", "ObservabilityGrafanaWorkspacePolicy9801C29F"):
         "Grafana's CloudWatch data source reads alarms, insight rules and Logs Insights queries across the "
         "account; these read actions take no narrower resource in practice, as in AmazonGrafanaCloudWatchAccess.",
-    ("RESOURCE_MISMATCH", "ObservabilityPrometheusCollectorPolicy3C73465E"):
-        "logs:StopQuery accepts only Resource '*'; scoped to the /aws/sagemaker/Clusters log groups it is an "
-        "ineffective grant (never broader than intended).",
 }
 
 # Resource types whose Ref is an ARN.
