@@ -17,10 +17,7 @@ from infra.common import data_removal_policy, retention
 from infra.config import AppConfig
 from infra.eks import EksControlPlane, eks_cluster_name
 from infra.errors import ConfigError
-from infra.hyperpod.cluster import HyperPodCluster
-from infra.hyperpod.dependencies_chart import HyperPodDependenciesChart
-from infra.hyperpod.execution_role import HyperPodExecutionRole
-from infra.hyperpod.lifecycle import LIFECYCLE_PREFIX, LifecycleScripts
+from infra.hyperpod.assembly import add_hyperpod
 from infra.network import HyperPodNetwork
 from infra.observability import HyperPodObservability
 
@@ -115,30 +112,18 @@ class HyperPodOnEks(Construct):
         self.cluster = cluster
 
         hp = config.hyperpod
-        self.lifecycle = LifecycleScripts(
-            self, "LifecycleScripts", cluster_name=hp.cluster_name,
-            scripts_dir=lifecycle_scripts_dir or DEFAULT_LIFECYCLE_DIR, on_create=hp.on_create_script,
-            options=hp.lifecycle, bucket=lifecycle_bucket, removal_policy=removal,
+        parts = add_hyperpod(
+            self, config=hp, eks_cluster=cluster, vpc=self.network.vpc,
+            control_plane_subnets=self.network.control_plane_subnets,
+            hyperpod_subnets=self.network.hyperpod_subnets, node_security_group=self.network.security_group,
+            api_security_group=api_security_group, scripts_dir=lifecycle_scripts_dir or DEFAULT_LIFECYCLE_DIR,
+            log_retention=log_retention, removal_policy=removal, lifecycle_bucket=lifecycle_bucket,
+            execution_role=execution_role,
         )
-        subnets = {az: subnet.subnet_id for az, subnet in self.network.hyperpod_subnets.items()}
-        security_groups = [self.network.security_group.security_group_id]
-        self.execution_role = HyperPodExecutionRole(
-            self, "ExecutionRole", eks_cluster_arn=cluster.cluster_arn, vpc_id=self.network.vpc.vpc_id,
-            subnet_ids=list(subnets.values()), security_group_ids=security_groups,
-            lifecycle_bucket_arn=self.lifecycle.bucket.bucket_arn, lifecycle_prefix=LIFECYCLE_PREFIX,
-            permissions_boundary_arn=hp.permissions_boundary_arn, role=execution_role,
-        )
-        self.dependencies_chart = HyperPodDependenciesChart(
-            self, "DependenciesChart", cluster=cluster, chart=hp.dependencies_chart, vpc=self.network.vpc,
-            subnets=self.network.control_plane_subnets, cluster_security_group=api_security_group,
-            log_retention=log_retention, removal_policy=removal,
-        )
-        self.hyperpod = HyperPodCluster(
-            self, "HyperPod", config=hp, eks_cluster_arn=cluster.cluster_arn,
-            execution_role_arn=self.execution_role.role.role_arn, subnet_ids_by_az=subnets,
-            security_group_ids=security_groups, lifecycle_s3_uri=self.lifecycle.source_s3_uri,
-            depends_on=[self.dependencies_chart.release, self.lifecycle.deployment],
-        )
+        self.lifecycle = parts.lifecycle
+        self.execution_role = parts.execution_role
+        self.dependencies_chart = parts.dependencies_chart
+        self.hyperpod = parts.cluster
         o = config.observability
         self.observability: HyperPodObservability | None = None
         if o.container_insights or o.prometheus.enabled or o.alerts.enabled or o.dashboard:
