@@ -189,6 +189,7 @@ class HelmRelease(CustomResource):
         chart: ChartSource,
         values: Mapping[str, Any] | None = None,
         timeout_minutes: int = HELM_TIMEOUT_MINUTES,
+        wait: bool = True,
     ) -> None:
         stack = Stack.of(scope)
         properties: dict[str, Any] = {
@@ -197,6 +198,7 @@ class HelmRelease(CustomResource):
             "ReleaseName": release_name,
             "Namespace": namespace,
             "TimeoutMinutes": str(timeout_minutes),
+            "Wait": "true" if wait else "false",
             "Values": stack.to_json_string(dict(values or {})),
             **chart.properties,
         }
@@ -214,4 +216,6 @@ class HelmRelease(CustomResource):
                 actions=["s3:GetObject"],
                 resources=[chart.asset.bucket.arn_for_objects(chart.asset.s3_object_key)],
             ))
-        self.node.add_dependency(installer.access_entry)
+        # The release needs its access entry and the path to the API server for as long as it exists:
+        # on delete, CloudFormation removes them only after the release is uninstalled.
+        self.node.add_dependency(installer.access_entry, installer.api_ingress)

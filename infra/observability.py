@@ -72,7 +72,9 @@ class ContainerInsights(Construct):
             ),
             iam.PolicyStatement(
                 sid="ContainerInsightsLogs",
-                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                # The agents (Fluent Bit, CloudWatch agent) create their groups and set retention themselves.
+                actions=["logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:CreateLogStream",
+                         "logs:PutLogEvents", "logs:DescribeLogStreams"],
                 resources=[_arn("logs", f"log-group:{prefix}/*"), _arn("logs", f"log-group:{prefix}/*:log-stream:*")],
             ),
             iam.PolicyStatement(
@@ -271,12 +273,14 @@ class HyperPodAlerts(Construct):
         super().__init__(scope, construct_id)
         self.key = key or kms.Key(self, "Key", enable_key_rotation=True, removal_policy=removal_policy,
                                   description=f"Alerts topic of HyperPod cluster {hyperpod_cluster_name}")
+        # EventBridge and CloudWatch alarms publish to the encrypted topic with this key. Their KMS calls carry
+        # no aws:SourceAccount, so a condition on it would silently drop every alert; the topic policy below
+        # limits who may publish.
         for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com"):
             self.key.add_to_resource_policy(iam.PolicyStatement(
                 sid=f"Publish{service.split('.')[0].capitalize()}",
                 principals=[iam.ServicePrincipal(service)],
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
             ))
         self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True,
                                display_name=f"HyperPod {hyperpod_cluster_name} alerts")
@@ -310,6 +314,13 @@ class HyperPodAlerts(Construct):
             evaluation_periods=1, treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         self.failed_nodes_alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        # A topic policy replaces SNS's default one: CloudWatch alarms need their own grant to publish.
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="AlarmsPublish", principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["sns:Publish"], resources=[self.topic.topic_arn],
+            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                        "ArnLike": {"aws:SourceArn": self.failed_nodes_alarm.alarm_arn}},
+        ))
 
 
 class ClusterDashboard(Construct):

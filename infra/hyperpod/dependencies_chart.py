@@ -71,4 +71,7 @@ class HyperPodDependenciesChart(HelmInstaller):
             namespace=NAMESPACE,
             chart=chart_source(self, chart),
             values=chart.values,
+            # Installed before the HyperPod cluster, when the EKS cluster has no node: its operators'
+            # Deployments cannot be ready yet, so helm must not wait for them (AWS installs it the same way).
+            wait=False,
         )

@@ -26,8 +26,7 @@ WILDCARD_REASONS: dict[str, str] = {
     "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/*"
     ":log-stream:*": "Streams are named per instance group and instance id by the nodes themselves.",
     "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*":
-        "The VPC CNI creates ENIs at run time; every statement on them requires ec2:Vpc to be this VPC or "
-        "the create action to be CreateNetworkInterface.",
+        "The VPC CNI creates ENIs at run time; every statement on them requires ec2:Vpc to be this VPC.",
     "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:instance/*":
         "HyperPod creates the node instances at run time; limited to this VPC by the ec2:Vpc condition.",
     "Resource::arn:<AWS::Partition>:ecr:<AWS::Region>:*:repository/*":
@@ -117,7 +116,8 @@ class HyperPodExecutionRole(Construct):
             iam.PolicyStatement(
                 sid="VpcCniDescribe",
                 actions=["ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeNetworkInterfaces",
-                         "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeTags"],
+                         "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeTags",
+                         "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions"],
                 resources=["*"],
             ),
             iam.PolicyStatement(
@@ -128,10 +128,13 @@ class HyperPodExecutionRole(Construct):
             ),
             iam.PolicyStatement(
                 sid="VpcCniManageEni",
+                # The *NetworkInterfacePermission actions let the HyperPod instances (in a service account)
+                # attach the ENIs created in this VPC, per HyperPod's VPC permissions for the execution role.
                 actions=["ec2:CreateNetworkInterface", "ec2:AssignPrivateIpAddresses",
                          "ec2:UnassignPrivateIpAddresses", "ec2:AttachNetworkInterface",
                          "ec2:DetachNetworkInterface", "ec2:DeleteNetworkInterface",
-                         "ec2:ModifyNetworkInterfaceAttribute"],
+                         "ec2:ModifyNetworkInterfaceAttribute", "ec2:CreateNetworkInterfacePermission",
+                         "ec2:DeleteNetworkInterfacePermission"],
                 resources=[network_interfaces],
                 conditions=in_this_vpc,
             ),
@@ -142,10 +145,10 @@ class HyperPodExecutionRole(Construct):
                 conditions=in_this_vpc,
             ),
             iam.PolicyStatement(
-                sid="VpcCniTagNewEni",
+                sid="VpcCniTagEni",  # on creation and later: the VPC CNI tags the ENIs it manages
                 actions=["ec2:CreateTags"],
                 resources=[network_interfaces],
-                conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},
+                conditions=in_this_vpc,
             ),
             iam.PolicyStatement(sid="EcrAuth", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             iam.PolicyStatement(

@@ -540,3 +540,51 @@ def test_bearer_token_matches_the_aws_cli_format(aws: FakeAws) -> None:
     url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
     assert url.startswith("https://sts.")
     assert "Action=GetCallerIdentity" in url
+
+
+# --- wait and the Lambda's time limit ------------------------------------------------------------
+
+
+def test_wait_false_installs_without_waiting_for_workloads_but_keeps_the_timeout(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+
+    create({**git_properties(), "Wait": "false"})
+
+    upgrade = helm.only("upgrade")
+    assert "--wait" not in upgrade.args
+    assert upgrade.option("--timeout") == "12m"
+
+
+@pytest.mark.parametrize("value", ["yes", "", "1"])
+def test_a_wait_that_is_not_true_or_false_is_refused(helm: FakeHelm, aws: FakeAws, value: str) -> None:
+    with pytest.raises(handler.ChartInstallerError, match="property Wait"):
+        create({**git_properties(), "Wait": value})
+    assert helm.calls == []
+
+
+class _Context:
+    def __init__(self, millis: int) -> None:
+        self.millis = millis
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.millis
+
+
+def test_helm_timeout_is_shortened_to_what_the_lambda_has_left(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+
+    handler.on_event(cfn_event("Create", git_properties()), _Context(6 * 60 * 1000))
+
+    assert helm.only("upgrade").option("--timeout") == "5m"
+
+
+def test_too_little_time_left_fails_before_running_helm(helm: FakeHelm, aws: FakeAws) -> None:
+    with pytest.raises(handler.ChartInstallerError, match="too little"):
+        handler.on_event(cfn_event("Delete", git_properties(), physical_id=PHYSICAL_ID), _Context(30 * 1000))
+    assert "uninstall" not in helm.commands()

@@ -199,6 +199,9 @@ def test_dependencies_chart_release_is_pinned_namespaced_and_regional(default_sy
     assert props["Region"] == "us-west-2"
     assert int(props["TimeoutMinutes"]) < 15
     resources = default_synth.template("hyperpod")["Resources"]
+    assert props["Wait"] == "false"  # installed before any node exists: its Deployments cannot be ready yet
+    # The release keeps its path to the API server until it is uninstalled (delete order).
+    assert [resources[d]["Type"] for d in release["DependsOn"]].count("AWS::EC2::SecurityGroupIngress") == 1
     (entry_id,) = [d for d in release["DependsOn"] if resources[d]["Type"] == "AWS::EKS::AccessEntry"]
     entry = resources[entry_id]["Properties"]
     assert entry["AccessPolicies"][0]["AccessScope"] == {"Type": "cluster"}

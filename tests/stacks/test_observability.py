@@ -133,6 +133,15 @@ def test_failed_node_alarm_notifies_the_topic(default_synth):
     assert props["Dimensions"] == [{"Name": "ClusterName", "Value": "hyperpod-dev-eks"}]
     topic_id, _ = _one(default_synth, "AWS::SNS::Topic")
     assert props["AlarmActions"] == [{"Ref": topic_id}]
+    _, policy = _one(default_synth, "AWS::SNS::TopicPolicy")
+    publishers = {s["Principal"].get("Service") for s in policy["Properties"]["PolicyDocument"]["Statement"]
+                  if s["Effect"] == "Allow" and "sns:Publish" in s["Action"]}
+    assert publishers == {"events.amazonaws.com", "cloudwatch.amazonaws.com"}
+    key = default_synth.template("observability")["Resources"][
+        next(k for k in default_synth.resources("observability", "AWS::KMS::Key") if k.startswith("ObservabilityAlerts"))]
+    key_users = {s["Principal"].get("Service") for s in key["Properties"]["KeyPolicy"]["Statement"]
+                 if "kms:GenerateDataKey*" in s["Action"]}
+    assert {"events.amazonaws.com", "cloudwatch.amazonaws.com"} <= key_users
 
 
 def test_dashboard_shows_gpu_efa_nodes_and_events(default_synth):

@@ -6,7 +6,9 @@ reports FAILED to CloudFormation. The physical id is ``<namespace>/<release>``.
 
 ResourceProperties (strings unless noted):
 
-``ClusterName``, ``Region``, ``ReleaseName``, ``Namespace``, ``TimeoutMinutes`` (default "12"),
+``ClusterName``, ``Region``, ``ReleaseName``, ``Namespace``, ``TimeoutMinutes`` (default "12", shortened
+to what is left of the Lambda's time), ``Wait`` ("true" by default: helm --wait; "false" for charts whose
+workloads cannot be ready yet),
 ``Values`` (a JSON object as a string, or an object), ``Source``: ``git`` | ``oci`` | ``s3``.
 Prefer a JSON string for ``Values``: CloudFormation turns numbers and booleans nested in an object
 into strings. ``health-monitoring-agent.region`` defaults to ``Region``. Other properties (such as
@@ -34,7 +36,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.error import HTTPError, URLError
@@ -51,6 +53,8 @@ DEFAULT_TIMEOUT_MINUTES = 12
 # or the release is left "pending" and blocks the next deployment.
 MAX_TIMEOUT_MINUTES = 14
 HISTORY_MAX = 5
+# Time kept back from the Lambda's limit for reporting the result.
+DEADLINE_MARGIN_SECONDS = 45
 TOKEN_PREFIX = "k8s-aws-v1."  # noqa: S105 - the token format prefix, not a secret
 TOKEN_EXPIRY_SECONDS = 60
 DOWNLOAD_TIMEOUT_SECONDS = 60
@@ -107,6 +111,9 @@ class Release:
     namespace: str
     name: str
     timeout_minutes: int
+    # helm --wait: wait for the release's workloads to be ready. The HyperPod dependencies chart is installed
+    # before any node exists, so its Deployments cannot become ready then: it is installed with Wait "false".
+    wait: bool = True
 
     @property
     def physical_id(self) -> str:
@@ -150,14 +157,36 @@ def on_event(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     request_type = event.get("RequestType")
     props = event.get("ResourceProperties") or {}
     log(f"{request_type} request {event.get('RequestId', '')} for {event.get('LogicalResourceId', '')}")
+    deadline = lambda_deadline(context)
     if request_type in ("Create", "Update"):
-        return install(props, previous_physical_id=event.get("PhysicalResourceId"))
+        return install(props, previous_physical_id=event.get("PhysicalResourceId"), deadline=deadline)
     if request_type == "Delete":
-        return uninstall(props, physical_id=str(event.get("PhysicalResourceId", "")))
+        return uninstall(props, physical_id=str(event.get("PhysicalResourceId", "")), deadline=deadline)
     raise ChartInstallerError(f"unknown RequestType {request_type!r}")
 
 
-def install(props: Mapping[str, Any], previous_physical_id: str | None = None) -> dict[str, Any]:
+def lambda_deadline(context: Any) -> float | None:
+    """When this invocation will be stopped (time.monotonic()), from the Lambda context if there is one."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return time.monotonic() + remaining() / 1000 if callable(remaining) else None
+
+
+def within_deadline(release: Release, deadline: float | None) -> Release:
+    """Shorten helm's --timeout so helm gives up, and reports, before the Lambda is stopped mid-call."""
+    if deadline is None:
+        return release
+    minutes = int((deadline - time.monotonic() - DEADLINE_MARGIN_SECONDS) // 60)
+    if minutes < 1:
+        raise ChartInstallerError("too little of the Lambda's 15 minutes is left to run helm")
+    if minutes < release.timeout_minutes:
+        log(f"helm timeout shortened to {minutes}m to finish within the Lambda's time limit")
+        return replace(release, timeout_minutes=minutes)
+    return release
+
+
+def install(
+    props: Mapping[str, Any], previous_physical_id: str | None = None, deadline: float | None = None
+) -> dict[str, Any]:
     release = parse_release(props)
     source = parse_source(props)
     values = parse_values(props.get("Values"), release.region)
@@ -174,6 +203,7 @@ def install(props: Mapping[str, Any], previous_physical_id: str | None = None) -
         values_file = workdir / "values.json"
         values_file.write_text(json.dumps(values, indent=2))
         kubeconfig = write_kubeconfig(workdir, cluster)
+        release = within_deadline(release, deadline)
         upgrade = ["upgrade", "--install", release.name, str(chart_dir), "--create-namespace"]
         upgrade += ["--values", str(values_file), "--history-max", str(HISTORY_MAX)]
         result = helm(upgrade + waiting(release) + on_cluster(release, kubeconfig), env)
@@ -186,8 +216,8 @@ def install(props: Mapping[str, Any], previous_physical_id: str | None = None) -
     return {"PhysicalResourceId": release.physical_id, "Data": data}
 
 
-def uninstall(props: Mapping[str, Any], physical_id: str) -> dict[str, Any]:
-    release = release_to_delete(props, physical_id)
+def uninstall(props: Mapping[str, Any], physical_id: str, deadline: float | None = None) -> dict[str, Any]:
+    release = within_deadline(release_to_delete(props, physical_id), deadline)
     try:
         cluster = describe_cluster(release.cluster_name, release.region)
     except ClusterNotFoundError:
@@ -236,7 +266,16 @@ def parse_release(props: Mapping[str, Any]) -> Release:
         namespace=namespace,
         name=name,
         timeout_minutes=parse_timeout(props.get("TimeoutMinutes")),
+        wait=parse_wait(props.get("Wait", "true")),
     )
+
+
+def parse_wait(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if str(raw).lower() in ("true", "false"):
+        return str(raw).lower() == "true"
+    raise ChartInstallerError(f"property Wait={raw!r} must be true or false")
 
 
 def parse_timeout(raw: Any) -> int:
@@ -559,7 +598,8 @@ def on_cluster(release: Release, kubeconfig: Path) -> list[str]:
 
 
 def waiting(release: Release) -> list[str]:
-    return ["--wait", "--timeout", f"{release.timeout_minutes}m"]
+    # --timeout also bounds hooks, so it is passed with or without --wait.
+    return (["--wait"] if release.wait else []) + ["--timeout", f"{release.timeout_minutes}m"]
 
 
 def helm(args: Sequence[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
