@@ -137,8 +137,8 @@ def test_failed_node_alarm_notifies_the_topic(default_synth):
     publishers = {s["Principal"].get("Service") for s in policy["Properties"]["PolicyDocument"]["Statement"]
                   if s["Effect"] == "Allow" and "sns:Publish" in s["Action"]}
     assert publishers == {"events.amazonaws.com", "cloudwatch.amazonaws.com"}
-    key = default_synth.template("observability")["Resources"][
-        next(k for k in default_synth.resources("observability", "AWS::KMS::Key") if k.startswith("ObservabilityAlerts"))]
+    keys = default_synth.resources("observability", "AWS::KMS::Key")
+    key = next(k for logical_id, k in keys.items() if logical_id.startswith("ObservabilityAlerts"))
     key_users = {s["Principal"].get("Service") for s in key["Properties"]["KeyPolicy"]["Statement"]
                  if "kms:GenerateDataKey*" in s["Action"]}
     assert {"events.amazonaws.com", "cloudwatch.amazonaws.com"} <= key_users
