@@ -5,8 +5,11 @@
 # Amazon Linux 2 EKS AMI. It:
 #   1. reads lifecycle_config.env (written by the CDK stack) from the script's own directory,
 #   2. waits for the secondary EBS volume HyperPod mounts at /opt/sagemaker,
-#   3. moves containerd and kubelet data onto that volume with bind mounts and /etc/fstab entries,
-#   4. optionally installs the FSx for Lustre client.
+#   3. removes the bind mounts, /etc/fstab lines and systemd drop-ins earlier versions of this
+#      script used to move containerd and kubelet data (they could keep a rebooted node down),
+#   4. points containerd's data root at the volume through containerd's own configuration, as
+#      AWS's HyperPod EKS lifecycle samples do, restarting containerd only when that changed,
+#   5. optionally installs the FSx for Lustre client.
 #
 # Everything the script prints goes, timestamped, to /var/log/provision/provisioning.log and to
 # the console; HyperPod forwards the console to CloudWatch Logs, stream
@@ -41,9 +44,23 @@ readonly CONFIG_FILE="${SCRIPT_DIR}/${CONFIG_NAME}"
 readonly LOG_DIR="${ROOT}/var/log/provision"
 readonly LOG_FILE="${LOG_DIR}/provisioning.log"
 
-# Paths as the node sees them. They are written verbatim into /etc/fstab and systemd units, and
+# Paths as the node sees them. They are written verbatim into config files and systemd units, and
 # prefixed with $ROOT only where this script touches the file system itself.
 readonly VOLUME="/opt/sagemaker"
+# containerd's data root on the volume: the path AWS's HyperPod EKS lifecycle samples use.
+readonly DATA_ROOT="${VOLUME}/containerd/data-root"
+# Amazon Linux 2: the EKS AMI's template, which its bootstrap copies to the live file.
+readonly AL2_TEMPLATE="/etc/eks/containerd/containerd-config.toml"
+readonly LIVE_CONFIG="/etc/containerd/config.toml"
+# Amazon Linux 2023: containerd's own config file on the volume, and the drop-in that uses it.
+readonly AL2023_CONFIG="${VOLUME}/containerd/config.toml"
+readonly AL2023_DROPIN="/etc/systemd/system/containerd.service.d/90-hyperpod-containerd-config.conf"
+readonly AL2023_EXEC_START="ExecStart=/usr/bin/containerd --config ${AL2023_CONFIG}"
+# First line of every file this script writes.
+readonly MARKER="# Managed by the HyperPod on_create.sh lifecycle script"
+# What earlier versions wrote: the first line of their drop-ins and the options of their fstab lines.
+readonly LEGACY_MARKER="# Written by the HyperPod on_create.sh lifecycle script"
+readonly LEGACY_FSTAB_OPTIONS="bind,nofail,x-systemd.requires-mounts-for=${VOLUME} 0 0"
 readonly KNOWN_KEYS="CONTAINERD_ON_OPT_SAGEMAKER KUBELET_ON_OPT_SAGEMAKER ENABLE_FSX_LUSTRE_CLIENT SECONDARY_VOLUME_WAIT_SECONDS"
 # The longest single sleep while waiting for the volume.
 readonly POLL_SECONDS=5
@@ -52,10 +69,14 @@ CURRENT_STEP="starting"
 # Subshell depth of main(), so the ERR trap can tell a failing $(...) from main itself.
 MAIN_SUBSHELL=0
 OS_FLAVOR="unknown"
-# Units that were running before we stopped them; only these are started again.
-WAS_ACTIVE=""
 # Set when /etc/fstab or a systemd drop-in changed, so systemd must re-read its configuration.
-SYSTEMD_CONFIG_CHANGED=false
+SYSTEMD_RELOAD_NEEDED=false
+# The change plan for containerd: node paths and their new text, in the order they are written.
+PLAN_FILES=()
+PLAN_TEXTS=()
+# True when containerd already runs on ${DATA_ROOT}, so its data must not be copied again.
+CONTAINERD_ON_VOLUME=false
+TOML_TEXT=""
 
 log() {
     printf '%s\n' "$*"
@@ -192,8 +213,8 @@ detect_os() {
             log "Detected Amazon Linux 2 (ID=${id} VERSION_ID=${version})"
             ;;
         *)
-            # Moving the data does not depend on the distribution, so carry on; only the
-            # Lustre client install needs to know the package manager.
+            # Carry on: only containerd's configuration and the Lustre client install need to
+            # know the distribution, and they fail on their own when they are asked for.
             OS_FLAVOR="unknown"
             log "WARNING: unsupported OS (ID=${id:-?} VERSION_ID=${version:-?}); expected Amazon Linux 2023 or 2"
             ;;
@@ -218,177 +239,322 @@ wait_for_volume() {
     log "${VOLUME} is mounted"
 }
 
-unit_exists() {
-    systemctl cat --no-pager "$1.service" >/dev/null 2>&1
+# --- files ---------------------------------------------------------------------------------------
+
+# True when the file exists and holds exactly the given text (plus its final newline).
+has_content() {
+    local file="$1" content="$2"
+    [[ -f ${file} && "$(<"${file}")" == "${content}" ]]
 }
 
-# kubelet talks to containerd, so it stops first and starts last.
-stop_services() {
-    local unit
-    for unit in kubelet containerd; do
-        if ! unit_exists "${unit}"; then
-            log "${unit}.service is not installed; nothing to stop"
-            continue
-        fi
-        if systemctl is-active --quiet "${unit}.service"; then
-            WAS_ACTIVE="${WAS_ACTIVE} ${unit}"
-        fi
-        log "Stopping ${unit}.service"
-        systemctl stop "${unit}.service"
-    done
-}
-
-# Only restart what was running: on a fresh node the EKS bootstrap may not have configured and
-# started kubelet yet, and starting it early would race that bootstrap.
-start_services() {
-    local unit
-    for unit in containerd kubelet; do
-        if [[ " ${WAS_ACTIVE} " == *" ${unit} "* ]]; then
-            log "Starting ${unit}.service"
-            systemctl start "${unit}.service"
-        else
-            log "${unit}.service was not running before; leaving it for the node bootstrap to start"
-        fi
-    done
-}
-
-# Copy /var/lib/<name> onto the volume and bind-mount it back, so every path the services and
-# the AMI know keeps working while the bytes live on the large volume instead of the root disk.
-move_to_volume() {
-    local name="$1"
-    local src="${ROOT}/var/lib/${name}" dst="${ROOT}${VOLUME}/${name}"
-
-    if [[ -L ${src} ]]; then
-        die "/var/lib/${name} is a symbolic link; expected a directory to bind-mount over"
+# Replace a file in one rename, so a failure never leaves it half written. An existing file keeps
+# its mode and owner: the temporary copy starts as a copy of it.
+write_file() {
+    local file="$1" content="$2"
+    local tmp="${file}.on_create.tmp"
+    mkdir -p "$(dirname "${file}")"
+    if [[ -e ${file} ]]; then
+        cp -p "${file}" "${tmp}"
     fi
-    mkdir -p "${src}" "${dst}"
-    # cp -a keeps owners, modes, hard links and extended attributes (overlay snapshots rely on
-    # them), and coreutils is on every AMI, unlike rsync.
-    log "Copying /var/lib/${name} to ${VOLUME}/${name}"
-    cp -a "${src}/." "${dst}/"
-    log "Bind-mounting ${VOLUME}/${name} on /var/lib/${name}"
-    mount --bind "${dst}" "${src}"
+    printf '%s\n' "${content}" >"${tmp}"
+    mv -f "${tmp}" "${file}"
 }
 
-# Returns 0 when /etc/fstab already bind-mounts ${VOLUME}/<name> on /var/lib/<name>, 1 when it
-# has no entry for /var/lib/<name>, and fails when something else is mounted there: two entries
-# for one mount point would leave the boot-time result to chance.
-fstab_has_entry() {
-    local name="$1"
-    local fstab="${ROOT}/etc/fstab"
-    local want_spec="${VOLUME}/${name}" want_target="/var/lib/${name}"
-    local spec target rest
+# --- containerd's TOML configuration -------------------------------------------------------------
+# Only the top-level table matters here: every line before the first [table] header. A `root`
+# key inside a table (some runtime plugins have one) is a different setting and is never touched.
 
-    if [[ ! -e ${fstab} ]]; then
-        return 1
-    fi
-    while read -r spec target rest || [[ -n ${spec} ]]; do
-        if [[ -z ${spec} || ${spec} == \#* || ${target:-} != "${want_target}" ]]; then
-            continue
+# Print the top-level root of a containerd config file, without quotes; nothing when it has none.
+toml_root() {
+    local file="$1" line
+    while IFS= read -r line || [[ -n ${line} ]]; do
+        if [[ ${line} =~ ^[[:space:]]*\[ ]]; then
+            break
         fi
-        if [[ ${spec} == "${want_spec}" ]]; then
+        if [[ ${line} =~ ^[[:space:]]*root[[:space:]]*=[[:space:]]*[\"\']?([^\"\']*)[\"\']?[[:space:]]*$ ]]; then
+            printf '%s\n' "${BASH_REMATCH[1]}"
             return 0
         fi
-        die "/etc/fstab already mounts '${spec}' on ${want_target} (${rest}); refusing to add a second entry"
-    done <"${fstab}"
-    return 1
+    done <"${file}"
 }
 
-# Make the bind mount survive reboots. nofail keeps a boot without the volume reachable (SSM,
-# health agent) instead of dropping into emergency mode; the unit drop-in below then keeps the
-# service from starting on the empty root-disk directory.
-ensure_fstab_entry() {
-    local name="$1"
-    local fstab="${ROOT}/etc/fstab"
-    local entry="${VOLUME}/${name} /var/lib/${name} none bind,nofail,x-systemd.requires-mounts-for=${VOLUME} 0 0"
-    local last_char=""
+# Set TOML_TEXT to the file's text with its top-level root set to ${DATA_ROOT}: the root line is
+# rewritten in place, or added after the version line (at the top when there is none).
+set_toml_root() {
+    local file="$1" line in_top=true found=false
+    local -a lines=()
+    while IFS= read -r line || [[ -n ${line} ]]; do
+        if [[ ${line} =~ ^[[:space:]]*\[ ]]; then
+            in_top=false
+        fi
+        if [[ ${in_top} == true && ${line} =~ ^[[:space:]]*root[[:space:]]*= ]]; then
+            line="root = \"${DATA_ROOT}\""
+            found=true
+        fi
+        lines+=("${line}")
+    done <"${file}"
 
-    if fstab_has_entry "${name}"; then
-        log "/etc/fstab already bind-mounts ${VOLUME}/${name} on /var/lib/${name}"
-        return 0
+    if [[ ${found} == false ]]; then
+        local -a with_root=()
+        local i inserted=false
+        for i in "${!lines[@]}"; do
+            with_root+=("${lines[i]}")
+            if [[ ${inserted} == false && ${lines[i]} =~ ^[[:space:]]*version[[:space:]]*= ]]; then
+                with_root+=("root = \"${DATA_ROOT}\"")
+                inserted=true
+            fi
+        done
+        if [[ ${inserted} == false ]]; then
+            with_root=("root = \"${DATA_ROOT}\"" "${lines[@]}")
+        fi
+        lines=("${with_root[@]}")
     fi
-    mkdir -p "${ROOT}/etc"
-    # Never glue our entry onto a last line that lacks its newline.
-    if [[ -s ${fstab} ]]; then
-        last_char="$(tail -c 1 "${fstab}")"
-    fi
-    if [[ -n ${last_char} ]]; then
-        printf '\n' >>"${fstab}"
-    fi
-    log "Adding to /etc/fstab: ${entry}"
-    printf '%s\n' "${entry}" >>"${fstab}"
-    SYSTEMD_CONFIG_CHANGED=true
+    TOML_TEXT="$(printf '%s\n' "${lines[@]}")"
 }
 
-# RequiresMountsFor makes the service wait for the bind mount at boot, and refuse to start if it
-# failed, rather than run on an empty directory on the root disk.
-ensure_unit_dropin() {
-    local name="$1"
-    local dir="${ROOT}/etc/systemd/system/${name}.service.d"
-    local file="${dir}/10-opt-sagemaker.conf"
-    local content
-    content="# Written by the HyperPod on_create.sh lifecycle script: ${name} data lives on ${VOLUME}.
-[Unit]
-RequiresMountsFor=/var/lib/${name}"
+# --- migration from the bind mounts of earlier versions ------------------------------------------
 
-    if [[ -f ${file} && "$(<"${file}")" == "${content}" ]]; then
-        log "systemd drop-in for ${name}.service already in place"
-        return 0
-    fi
-    mkdir -p "${dir}"
-    printf '%s\n' "${content}" >"${file}"
-    log "Wrote systemd drop-in ${file#"${ROOT}"}"
-    SYSTEMD_CONFIG_CHANGED=true
-}
+# Earlier versions of this script bind-mounted /opt/sagemaker/<name> on /var/lib/<name> through
+# /etc/fstab and made the services require the mount. At a reboot that ordering only holds when
+# /opt/sagemaker is itself mounted from /etc/fstab, which HyperPod does not promise: the services
+# could stay down for good. Remove exactly what those versions wrote, nothing else. Their fstab
+# lines carried no comment, so they are recognised by their exact text; their drop-ins by the
+# marker on their first line.
+remove_legacy_bind_mounts() {
+    step "Removing the bind-mount setup of earlier versions of this script"
+    local fstab="${ROOT}/etc/fstab" line name found=false
+    local -a kept=()
+    local -A legacy_lines=()
+    for name in containerd kubelet; do
+        legacy_lines["${VOLUME}/${name} /var/lib/${name} none ${LEGACY_FSTAB_OPTIONS}"]="${name}"
+    done
 
-relocate_data() {
-    step "Planning the move of containerd and kubelet data to ${VOLUME}"
-    local names="" pending="" name
-    if [[ ${CONTAINERD_ON_OPT_SAGEMAKER} == true ]]; then
-        names="${names} containerd"
-    fi
-    if [[ ${KUBELET_ON_OPT_SAGEMAKER} == true ]]; then
-        names="${names} kubelet"
-    fi
-    if [[ -z ${names} ]]; then
-        log "CONTAINERD_ON_OPT_SAGEMAKER and KUBELET_ON_OPT_SAGEMAKER are false; nothing to move"
-        return 0
+    if [[ -f ${fstab} ]]; then
+        local removed=0
+        while IFS= read -r line || [[ -n ${line} ]]; do
+            if [[ -n ${legacy_lines["${line}"]+set} ]]; then
+                log "Removing from /etc/fstab: ${line}"
+                removed=$((removed + 1))
+            else
+                kept+=("${line}")
+            fi
+        done <"${fstab}"
+        if ((removed > 0)); then
+            if ((${#kept[@]} > 0)); then
+                write_file "${fstab}" "$(printf '%s\n' "${kept[@]}")"
+            else
+                write_file "${fstab}" ""
+            fi
+            SYSTEMD_RELOAD_NEEDED=true
+            found=true
+        fi
     fi
 
-    # A bind mount already in place means an earlier run finished this directory: do not stop
-    # the services or copy again. A conflicting fstab entry stops us before anything changes.
-    for name in ${names}; do
-        fstab_has_entry "${name}" || true
-        if mountpoint -q "${ROOT}/var/lib/${name}"; then
-            log "/var/lib/${name} is already a mount point; leaving it as it is"
+    local dropin first
+    for name in containerd kubelet; do
+        dropin="${ROOT}/etc/systemd/system/${name}.service.d/10-opt-sagemaker.conf"
+        [[ -f ${dropin} ]] || continue
+        first=""
+        IFS= read -r first <"${dropin}" || true
+        if [[ ${first} == "${LEGACY_MARKER}"* ]]; then
+            log "Removing systemd drop-in ${dropin#"${ROOT}"} (RequiresMountsFor=/var/lib/${name})"
+            rm -f "${dropin}"
+            SYSTEMD_RELOAD_NEEDED=true
+            found=true
         else
-            pending="${pending} ${name}"
+            log "Keeping ${dropin#"${ROOT}"}: it was not written by this script"
         fi
     done
 
-    if [[ -n ${pending} ]]; then
-        # The data must not change while it is being copied.
-        step "Stopping kubelet and containerd"
-        stop_services
-        for name in ${pending}; do
-            step "Moving /var/lib/${name} to ${VOLUME}/${name}"
-            move_to_volume "${name}"
-        done
-    fi
-
-    step "Persisting the bind mounts across reboots"
-    for name in ${names}; do
-        ensure_fstab_entry "${name}"
-        ensure_unit_dropin "${name}"
+    for name in containerd kubelet; do
+        if [[ -e ${ROOT}/var/lib/${name} && ${ROOT}/var/lib/${name} -ef ${ROOT}${VOLUME}/${name} ]]; then
+            log "/var/lib/${name} is still bind-mounted from ${VOLUME}/${name}; the mount goes away at the next reboot"
+            found=true
+        fi
     done
-    if [[ ${SYSTEMD_CONFIG_CHANGED} == true ]]; then
+
+    if [[ ${found} == false ]]; then
+        log "Nothing from an earlier version found"
+    fi
+}
+
+reload_systemd_if_needed() {
+    if [[ ${SYSTEMD_RELOAD_NEEDED} == true ]]; then
         log "Reloading systemd"
         systemctl daemon-reload
+        SYSTEMD_RELOAD_NEEDED=false
+    fi
+}
+
+# --- containerd's data root ----------------------------------------------------------------------
+
+# Add a file to the change plan when its wanted text differs from what it holds.
+plan_file() {
+    local file="$1" content="$2" why="$3"
+    if has_content "${ROOT}${file}" "${content}"; then
+        log "${file} is already up to date"
+        return 0
+    fi
+    PLAN_FILES+=("${file}")
+    PLAN_TEXTS+=("${content}")
+    log "${file} needs a change: ${why}"
+}
+
+# Amazon Linux 2: the EKS AMI's bootstrap copies /etc/eks/containerd/containerd-config.toml to
+# /etc/containerd/config.toml (when they differ) and restarts containerd. Set root in the template,
+# so that copy carries it, and in the live file when there is one, so a restart now uses it.
+plan_al2() {
+    local template="${AL2_TEMPLATE}" live="${LIVE_CONFIG}" file current
+    if [[ ! -f ${ROOT}${template} ]]; then
+        die "${template} not found: this does not look like the Amazon Linux 2 EKS AMI"
+    fi
+    if [[ -f ${ROOT}${live} && "$(toml_root "${ROOT}${live}")" == "${DATA_ROOT}" ]]; then
+        CONTAINERD_ON_VOLUME=true
+    fi
+    for file in "${template}" "${live}"; do
+        [[ -f ${ROOT}${file} ]] || continue
+        current="$(toml_root "${ROOT}${file}")"
+        set_toml_root "${ROOT}${file}"
+        plan_file "${file}" "${TOML_TEXT}" "root \"${current:-<unset>}\" -> \"${DATA_ROOT}\""
+    done
+}
+
+# Amazon Linux 2023: nodeadm writes /etc/containerd/config.toml at every boot, so an edit there
+# would not last. As AWS's HyperPod samples do, containerd gets a config file of its own on the
+# volume and a systemd drop-in that starts it with --config. The file is a copy of the one nodeadm
+# generated (runtimes, sandbox image, cgroup driver) with root on the volume.
+plan_al2023() {
+    local base="${LIVE_CONFIG}" current=""
+    if [[ ! -f ${ROOT}${base} ]]; then
+        die "${base} not found: nodeadm has not configured containerd on this node yet, so there is no configuration to base ${AL2023_CONFIG} on"
+    fi
+    if [[ -f ${ROOT}${AL2023_DROPIN} && -f ${ROOT}${AL2023_CONFIG} ]] &&
+        [[ "$(<"${ROOT}${AL2023_DROPIN}")" == *"${AL2023_EXEC_START}"* ]] &&
+        [[ "$(toml_root "${ROOT}${AL2023_CONFIG}")" == "${DATA_ROOT}" ]]; then
+        CONTAINERD_ON_VOLUME=true
+    fi
+    # The root containerd uses now: from its own file once it has one, else from nodeadm's.
+    if [[ -f ${ROOT}${AL2023_CONFIG} ]]; then
+        current="$(toml_root "${ROOT}${AL2023_CONFIG}")"
+    else
+        current="$(toml_root "${ROOT}${base}")"
+    fi
+    set_toml_root "${ROOT}${base}"
+    plan_file "${AL2023_CONFIG}" \
+        "${MARKER}: a copy of ${base} with root on ${VOLUME}.
+${TOML_TEXT}" "copy of ${base}, root \"${current:-<unset>}\" -> \"${DATA_ROOT}\""
+
+    local dropin
+    dropin="${MARKER}: containerd reads ${AL2023_CONFIG}.
+# While ${VOLUME} is not mounted yet the file is missing and containerd exits; it is restarted
+# every 5 s, without a start limit, until the volume is there.
+[Unit]
+StartLimitIntervalSec=0
+
+[Service]
+ExecStart=
+${AL2023_EXEC_START}
+Restart=always
+RestartSec=5"
+    local before=${#PLAN_FILES[@]}
+    plan_file "${AL2023_DROPIN}" "${dropin}" "start containerd with --config ${AL2023_CONFIG}"
+    if ((${#PLAN_FILES[@]} > before)); then
+        SYSTEMD_RELOAD_NEEDED=true
+    fi
+}
+
+# Fill ${DATA_ROOT} from /var/lib/containerd while containerd is stopped, so the images the AMI
+# ships (among them the sandbox image) are there when containerd starts on the new root.
+populate_data_root() {
+    local src="${ROOT}/var/lib/containerd" dst="${ROOT}${DATA_ROOT}" dir="${ROOT}${VOLUME}/containerd"
+    mkdir -p "${dir}"
+    if [[ -e ${src} && ${src} -ef ${dir} ]]; then
+        # An earlier version bind-mounted ${VOLUME}/containerd on /var/lib/containerd: the live
+        # data is already on the volume. Move it into data-root (a rename on one file system);
+        # copying would copy the directory into itself.
+        log "/var/lib/containerd is ${VOLUME}/containerd (bind mount of an earlier version); moving its content into ${DATA_ROOT}"
+        mkdir -p "${dst}"
+        local entry
+        for entry in "${dir}"/* "${dir}"/.[!.]* "${dir}"/..?*; do
+            [[ -e ${entry} || -L ${entry} ]] || continue
+            case "${entry##*/}" in
+                data-root | config.toml | *.on_create.tmp) continue ;;
+                *) ;;
+            esac
+            mv "${entry}" "${dst}/"
+        done
+        return 0
+    fi
+    if [[ -e ${dst} ]]; then
+        # This root disk never used it, so it is left from an earlier root disk (the volume can
+        # outlive one); its metadata may not match this AMI's containerd.
+        log "Removing ${DATA_ROOT} left on the volume by an earlier root disk"
+        rm -rf "${dst}"
+    fi
+    mkdir -p "${dst}"
+    if [[ -d ${src} ]]; then
+        log "Copying /var/lib/containerd to ${DATA_ROOT}"
+        # cp -a keeps owners, modes, hard links and extended attributes (overlay snapshots rely
+        # on them), and coreutils is on every AMI, unlike rsync.
+        cp -a "${src}/." "${dst}/"
+    else
+        log "/var/lib/containerd does not exist; containerd starts with an empty data root"
+    fi
+}
+
+configure_containerd() {
+    if [[ ${KUBELET_ON_OPT_SAGEMAKER} == true ]]; then
+        log "KUBELET_ON_OPT_SAGEMAKER=true has no effect: kubelet's data stays in /var/lib/kubelet"
+    fi
+    if [[ ${CONTAINERD_ON_OPT_SAGEMAKER} != true ]]; then
+        log "CONTAINERD_ON_OPT_SAGEMAKER=false; leaving containerd's configuration as it is"
+        return 0
     fi
 
-    if [[ -n ${pending} ]]; then
-        step "Starting the services that were running"
-        start_services
+    step "Planning containerd's data root on ${DATA_ROOT}"
+    PLAN_FILES=()
+    PLAN_TEXTS=()
+    CONTAINERD_ON_VOLUME=false
+    case "${OS_FLAVOR}" in
+        al2) plan_al2 ;;
+        al2023) plan_al2023 ;;
+        *) die "no containerd configuration known for this OS (Amazon Linux 2023 and 2 are supported); set CONTAINERD_ON_OPT_SAGEMAKER=false to skip" ;;
+    esac
+    if ((${#PLAN_FILES[@]} == 0)); then
+        log "containerd already keeps its data in ${DATA_ROOT}; nothing to change"
+        return 0
+    fi
+
+    local was_running=false i
+    if systemctl is-active --quiet containerd.service; then
+        was_running=true
+        step "Stopping containerd"
+        systemctl stop containerd.service
+    else
+        log "containerd.service is not running"
+    fi
+
+    if [[ ${CONTAINERD_ON_VOLUME} == true ]]; then
+        log "containerd already uses ${DATA_ROOT}; its data stays as it is"
+    else
+        step "Copying containerd's data to ${DATA_ROOT}"
+        populate_data_root
+    fi
+
+    # The file containerd is pointed at comes last, so a failure leaves it on its old root.
+    step "Writing containerd's configuration"
+    for i in "${!PLAN_FILES[@]}"; do
+        write_file "${ROOT}${PLAN_FILES[i]}" "${PLAN_TEXTS[i]}"
+        log "Wrote ${PLAN_FILES[i]}"
+    done
+    reload_systemd_if_needed
+
+    if [[ ${was_running} == true ]]; then
+        step "Restarting containerd"
+        systemctl start containerd.service
+        log "containerd.service started with its data root on ${DATA_ROOT}"
+    else
+        log "containerd.service was not running before; leaving it for the node bootstrap to start"
     fi
 }
 
@@ -415,7 +581,9 @@ main() {
     read_config
     detect_os
     wait_for_volume
-    relocate_data
+    remove_legacy_bind_mounts
+    configure_containerd
+    reload_systemd_if_needed
     install_lustre_client
     step "Done"
     log "${SCRIPT_NAME} finished successfully in ${SECONDS}s"
