@@ -535,7 +535,8 @@ def test_second_run_changes_nothing_and_restarts_nothing(node: Node, flavor: str
     assert _snapshot(node.root) == before
     assert node.systemctl_changes() == []
     assert not [c for c in node.calls() if c.startswith(("cp ", "mv ", "rm "))]
-    assert "containerd already keeps its data in /opt/sagemaker/containerd/data-root; nothing to change" in result.stdout
+    unchanged = "containerd already keeps its data in /opt/sagemaker/containerd/data-root; nothing to change"
+    assert unchanged in result.stdout
     # The log file keeps both runs.
     assert node.log_file.read_text().count("on_create.sh finished successfully") == 2
 
