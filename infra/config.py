@@ -372,14 +372,12 @@ class LifecycleOptions(_Strict):
     """Settings written to lifecycle_config.env next to on_create.sh (see lifecycle_scripts/README.md)."""
 
     containerd_on_opt_sagemaker: bool = True
-    kubelet_on_opt_sagemaker: bool = True
     fsx_lustre_client: bool = False
     secondary_volume_wait_seconds: int = Field(default=300, ge=10, le=3600)
 
     def render(self) -> str:
         values = {
             "CONTAINERD_ON_OPT_SAGEMAKER": self.containerd_on_opt_sagemaker,
-            "KUBELET_ON_OPT_SAGEMAKER": self.kubelet_on_opt_sagemaker,
             "ENABLE_FSX_LUSTRE_CLIENT": self.fsx_lustre_client,
             "SECONDARY_VOLUME_WAIT_SECONDS": self.secondary_volume_wait_seconds,
         }
