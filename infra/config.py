@@ -603,7 +603,10 @@ class AppConfig(_Strict):
 
 
 def _format_location(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(part) for part in loc) or "<root>"
+    # A key from the file may hold anything, line breaks included: quote the odd ones so the message stays
+    # on one line and shows exactly what was written.
+    parts = [str(p) if str(p).isprintable() and str(p).strip() == str(p) and str(p) else repr(p) for p in loc]
+    return ".".join(parts) or "<root>"
 
 
 def _describe(error: dict[str, Any]) -> str:

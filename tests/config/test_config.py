@@ -191,3 +191,14 @@ def test_app_refuses_a_bad_config_without_a_traceback(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "hyperpod.instance_groups.0.instance_type" in lines[0]
     assert not (Path(tmp_path) / "out" / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("key", ["\n", "bad key ", "", "tab\there"])
+def test_odd_unknown_keys_are_quoted_on_one_line(key):
+    data = default_config_data()
+    data["network"][key] = 1
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, "odd.yaml")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert f"network.{key!r}: unknown key" in message
