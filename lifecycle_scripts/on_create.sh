@@ -136,7 +136,7 @@ read_config() {
 
     # Defaults. Deliberately not taken from the environment: the file is the only input.
     CONTAINERD_ON_OPT_SAGEMAKER=true
-    KUBELET_ON_OPT_SAGEMAKER=true
+    KUBELET_ON_OPT_SAGEMAKER=false
     ENABLE_FSX_LUSTRE_CLIENT=false
     SECONDARY_VOLUME_WAIT_SECONDS=300
 

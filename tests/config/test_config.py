@@ -202,3 +202,13 @@ def test_odd_unknown_keys_are_quoted_on_one_line(key):
     message = str(caught.value)
     assert "\n" not in message
     assert f"network.{key!r}: unknown key" in message
+
+
+def test_rendered_lifecycle_settings_are_keys_the_script_knows():
+    """The stack writes lifecycle_config.env; on_create.sh refuses unknown keys, so the two must agree."""
+    script = (ROOT / "lifecycle_scripts" / "on_create.sh").read_text()
+    known_line = next(line for line in script.splitlines() if line.startswith("readonly KNOWN_KEYS="))
+    known = set(known_line.split("=", 1)[1].strip('"').split())
+    rendered = load_config(ROOT / "config" / "default.yaml").hyperpod.lifecycle.render()
+    keys = {line.split("=", 1)[0] for line in rendered.splitlines() if line and not line.startswith("#")}
+    assert keys and keys <= known, keys - known

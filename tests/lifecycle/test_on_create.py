@@ -766,7 +766,7 @@ def test_no_config_file_uses_defaults(node: Node) -> None:
     assert "No lifecycle_config.env next to the script" in result.stdout
     for line in (
         "CONTAINERD_ON_OPT_SAGEMAKER=true",
-        "KUBELET_ON_OPT_SAGEMAKER=true",
+        "KUBELET_ON_OPT_SAGEMAKER=false",
         "ENABLE_FSX_LUSTRE_CLIENT=false",
         "SECONDARY_VOLUME_WAIT_SECONDS=300",
     ):
