@@ -66,6 +66,11 @@ def synthesize(config: AppConfig, outdir: Path) -> Synthesized:
     return Synthesized(config=config, app=built, outdir=outdir, templates=templates)
 
 
+def synthesize_variant(factory: pytest.TempPathFactory, name: str, data: dict[str, Any]) -> Synthesized:
+    """Validate ``data`` as config ``name`` and synthesize the app into a fresh directory."""
+    return synthesize(parse_config(data, name), factory.mktemp(f"cdk-{name}"))
+
+
 def mutate(changes: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
     """Deep-merge ``changes`` into a copy of the default config data (None values delete keys)."""
     data = copy.deepcopy(base if base is not None else default_config_data())
@@ -94,8 +99,7 @@ def routine_change(data: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def default_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    config = parse_config(default_config_data(), "config/default.yaml")
-    return synthesize(config, tmp_path_factory.mktemp("cdk-default"))
+    return synthesize_variant(tmp_path_factory, "default", default_config_data())
 
 
 # A second, fuller variant: single NAT, closed-network endpoints, public endpoint with an allow-list,
@@ -146,8 +150,7 @@ VARIANT_CHANGES: dict[str, Any] = {
 
 @pytest.fixture(scope="session")
 def variant_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    config = parse_config(mutate(VARIANT_CHANGES), "variant")
-    return synthesize(config, tmp_path_factory.mktemp("cdk-variant"))
+    return synthesize_variant(tmp_path_factory, "variant", mutate(VARIANT_CHANGES))
 
 
 BYO_CHANGES: dict[str, Any] = {
@@ -161,21 +164,19 @@ BYO_CHANGES: dict[str, Any] = {
 
 @pytest.fixture(scope="session")
 def byo_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    config = parse_config(mutate(BYO_CHANGES), "byo")
-    return synthesize(config, tmp_path_factory.mktemp("cdk-byo"))
+    return synthesize_variant(tmp_path_factory, "byo", mutate(BYO_CHANGES))
 
 
 @pytest.fixture(scope="session")
 def routine_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    config = parse_config(routine_change(default_config_data()), "routine")
-    return synthesize(config, tmp_path_factory.mktemp("cdk-routine"))
+    return synthesize_variant(tmp_path_factory, "routine", routine_change(default_config_data()))
 
 
 @pytest.fixture(scope="session")
 def group_removed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     data = mutate(VARIANT_CHANGES)
     data["hyperpod"]["instance_groups"] = data["hyperpod"]["instance_groups"][:1]
-    return synthesize(parse_config(data, "group-removed"), tmp_path_factory.mktemp("cdk-removed"))
+    return synthesize_variant(tmp_path_factory, "group-removed", data)
 
 
 # Observability pieces switched off (one at a time they are covered by the no-replacement suite).
@@ -186,5 +187,4 @@ OBSERVABILITY_MINIMAL: dict[str, Any] = {
 
 @pytest.fixture(scope="session")
 def observability_minimal_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    config = parse_config(mutate(OBSERVABILITY_MINIMAL), "observability-minimal")
-    return synthesize(config, tmp_path_factory.mktemp("cdk-obs-minimal"))
+    return synthesize_variant(tmp_path_factory, "observability-minimal", mutate(OBSERVABILITY_MINIMAL))

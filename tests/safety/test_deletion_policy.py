@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import Synthesized, mutate, parse_config, synthesize
+from tests.conftest import Synthesized, mutate, synthesize_variant
 
 DATA_BEARING = ("AWS::S3::Bucket", "AWS::Logs::LogGroup", "AWS::KMS::Key")
 
 
 @pytest.fixture(scope="session")
 def destroy_data_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    config = parse_config(mutate({"destroy_data_on_delete": True}), "destroy-data")
-    return synthesize(config, tmp_path_factory.mktemp("cdk-destroy-data"))
+    return synthesize_variant(tmp_path_factory, "destroy-data", mutate({"destroy_data_on_delete": True}))
 
 
 def _policies(synth: Synthesized) -> dict[str, tuple[str | None, str | None]]:

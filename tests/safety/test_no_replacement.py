@@ -19,7 +19,7 @@ import pytest
 from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
 
 from infra.nag_pack import render
-from tests.conftest import Synthesized, mutate, parse_config, synthesize
+from tests.conftest import Synthesized, mutate, synthesize_variant
 
 PROTECTED_TYPES = ("AWS::EC2::VPC", "AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket")
 # Create-only inside an existing instance group (AWS documentation; not expressed in the resource schema).
@@ -39,14 +39,12 @@ ADMIN_AND_RETENTION: dict[str, Any] = {
 
 @pytest.fixture(scope="session")
 def observability_rest_off_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    config = parse_config(mutate(OBSERVABILITY_REST_OFF), "observability-rest-off")
-    return synthesize(config, tmp_path_factory.mktemp("cdk-obs-rest-off"))
+    return synthesize_variant(tmp_path_factory, "observability-rest-off", mutate(OBSERVABILITY_REST_OFF))
 
 
 @pytest.fixture(scope="session")
 def admin_retention_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    config = parse_config(mutate(ADMIN_AND_RETENTION), "admin-retention")
-    return synthesize(config, tmp_path_factory.mktemp("cdk-admin-retention"))
+    return synthesize_variant(tmp_path_factory, "admin-retention", mutate(ADMIN_AND_RETENTION))
 
 
 # (what changes, before, after). A pair read backwards is the opposite change (count down, group removed).

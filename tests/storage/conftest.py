@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Synthesized, mutate, parse_config, synthesize
+from tests.conftest import Synthesized, mutate, synthesize_variant
 
 # Two HyperPod subnets with the file system in the second, so "the right AZ" is not the default one;
 # every storage key away from its default so each can be traced into the template.
@@ -39,4 +39,4 @@ def fsx_config_data() -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def fsx_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize(parse_config(fsx_config_data(), "fsx"), tmp_path_factory.mktemp("cdk-fsx"))
+    return synthesize_variant(tmp_path_factory, "fsx", fsx_config_data())
