@@ -118,7 +118,7 @@ class HyperPodOnEks(Construct):
             hyperpod_subnets=self.network.hyperpod_subnets, node_security_group=self.network.security_group,
             api_security_group=api_security_group, scripts_dir=lifecycle_scripts_dir or DEFAULT_LIFECYCLE_DIR,
             log_retention=log_retention, removal_policy=removal, lifecycle_bucket=lifecycle_bucket,
-            execution_role=execution_role,
+            execution_role=execution_role, fsx_lustre=config.storage.fsx_lustre.enabled,
         )
         self.lifecycle = parts.lifecycle
         self.execution_role = parts.execution_role

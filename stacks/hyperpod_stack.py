@@ -42,6 +42,7 @@ class HyperPodStack(Stack):
             scripts_dir=scripts_dir if scripts_dir.is_absolute() else ROOT / scripts_dir,
             log_retention=retention(config.eks.log_retention_days),
             removal_policy=data_removal_policy(config.destroy_data_on_delete),
+            fsx_lustre=config.storage.fsx_lustre.enabled,
         )
         self.lifecycle = parts.lifecycle
         self.execution_role = parts.execution_role

@@ -44,12 +44,17 @@ def add_hyperpod(
     removal_policy: RemovalPolicy,
     lifecycle_bucket: s3.IBucket | None = None,
     execution_role: iam.IRole | None = None,
+    fsx_lustre: bool = False,
 ) -> HyperPodParts:
     """Add the HyperPod constructs directly under ``scope`` (IDs LifecycleScripts, ExecutionRole,
-    DependenciesChart, HyperPod), the cluster depending on the chart release and the uploaded scripts."""
+    DependenciesChart, HyperPod), the cluster depending on the chart release and the uploaded scripts.
+
+    ``fsx_lustre``: the cluster mounts FSx for Lustre, so the lifecycle script installs the Lustre client
+    whatever ``config.lifecycle.fsx_lustre_client`` says."""
+    options = config.lifecycle.model_copy(update={"fsx_lustre_client": True}) if fsx_lustre else config.lifecycle
     lifecycle = LifecycleScripts(
         scope, "LifecycleScripts", cluster_name=config.cluster_name, scripts_dir=scripts_dir,
-        on_create=config.on_create_script, options=config.lifecycle, bucket=lifecycle_bucket,
+        on_create=config.on_create_script, options=options, bucket=lifecycle_bucket,
         removal_policy=removal_policy,
     )
     subnets = {az: subnet.subnet_id for az, subnet in hyperpod_subnets.items()}

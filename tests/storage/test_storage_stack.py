@@ -234,3 +234,14 @@ def test_storage_stack_snapshot(fsx_synth, snapshot):
     template.get("Parameters", {}).pop("BootstrapVersion", None)
     template.get("Rules", {}).pop("CheckBootstrapVersion", None)
     assert template == snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_nodes_install_the_lustre_client_when_the_file_system_is_on(default_synth, fsx_synth):
+    """The lifecycle settings uploaded next to on_create.sh switch the FSx client on with FSx itself."""
+
+    def settings(synth):
+        (path,) = [p for p in Path(synth.outdir).glob("asset.*/lifecycle_config.env")]
+        return path.read_text()
+
+    assert "ENABLE_FSX_LUSTRE_CLIENT=true" in settings(fsx_synth)
+    assert "ENABLE_FSX_LUSTRE_CLIENT=false" in settings(default_synth)
