@@ -327,7 +327,9 @@ def cmd_kubeconfig(args: argparse.Namespace, t: Target, clients: Any) -> int:
         eks_arn = desc.get("Orchestrator", {}).get("Eks", {}).get("ClusterArn")
         name = eks_arn.rsplit("/", 1)[-1] if eks_arn else None
     if name is None and t.cfg is not None:
-        name = f"{t.cfg.project}-eks"
+        from infra.config import eks_cluster_name
+
+        name = eks_cluster_name(t.cfg)
     if name is None:
         raise UsageError("cannot tell the EKS cluster: pass --eks-cluster NAME or --config")
     eks = clients("eks").describe_cluster(name=name)["cluster"]

@@ -602,6 +602,11 @@ class AppConfig(_Strict):
         }
 
 
+def eks_cluster_name(config: AppConfig) -> str:
+    """The name this product gives the EKS cluster it creates: ``<project>-eks``."""
+    return f"{config.project}-eks"
+
+
 def _format_location(loc: tuple[Any, ...]) -> str:
     # A key from the file may hold anything, line breaks included: quote the odd ones so the message stays
     # on one line and shows exactly what was written.

@@ -13,7 +13,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.common import acknowledge, retention
-from infra.config import AppConfig, EksConfig
+from infra.config import EksConfig
 
 # Add-ons the control plane needs before HyperPod nodes join. HyperPod supports only the VPC CNI.
 CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
@@ -25,11 +25,6 @@ ALL_LOG_TYPES = [
     eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
     eks.ClusterLoggingTypes.SCHEDULER,
 ]
-
-
-def eks_cluster_name(config: AppConfig) -> str:
-    """The name this product gives the EKS cluster it creates: ``<project>-eks``."""
-    return f"{config.project}-eks"
 
 
 class EksControlPlane(Construct):

@@ -14,8 +14,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
 from infra.common import data_removal_policy, retention
-from infra.config import AppConfig
-from infra.eks import EksControlPlane, eks_cluster_name
+from infra.config import AppConfig, eks_cluster_name
+from infra.eks import EksControlPlane
 from infra.errors import ConfigError
 from infra.hyperpod.assembly import add_hyperpod
 from infra.network import HyperPodNetwork

@@ -8,8 +8,8 @@ from aws_cdk import Stack
 from constructs import Construct
 
 from infra.common import data_removal_policy
-from infra.config import AppConfig
-from infra.eks import EksControlPlane, eks_cluster_name
+from infra.config import AppConfig, eks_cluster_name
+from infra.eks import EksControlPlane
 from infra.network import HyperPodNetwork
 
 

@@ -8,8 +8,7 @@ from aws_cdk import Stack
 from constructs import Construct
 
 from infra.common import data_removal_policy, retention
-from infra.config import AppConfig
-from infra.eks import eks_cluster_name
+from infra.config import AppConfig, eks_cluster_name
 from infra.observability import HyperPodObservability
 
 

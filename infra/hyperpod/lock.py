@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infra.config import AppConfig
+from infra.config import AppConfig, eks_cluster_name
 from infra.errors import ConfigError
 
 LOCK_VERSION = 1
@@ -30,7 +30,7 @@ def create_only_fields(config: AppConfig) -> dict[str, Any]:
     return {
         "version": LOCK_VERSION,
         "cluster_name": config.hyperpod.cluster_name,
-        "eks_cluster": f"{config.project}-eks",
+        "eks_cluster": eks_cluster_name(config),
         "hyperpod_subnets": subnets,
         "instance_groups": config.create_only_fingerprint,
     }
