@@ -37,6 +37,9 @@ RETENTION_DAYS: dict[int, str] = {
     2922: "EIGHT_YEARS", 3288: "NINE_YEARS", 3653: "TEN_YEARS",
 }
 
+# The HyperPod dependencies chart's default commit (see ChartConfig.revision for what it is).
+DEPENDENCIES_CHART_REVISION = "a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
+
 # Service limit on instance groups per cluster (SageMaker HyperPod quotas).
 MAX_INSTANCE_GROUPS = 20
 
@@ -344,8 +347,10 @@ class ChartConfig(_Strict):
     git_repository: str = Field(
         default="https://github.com/aws/sagemaker-hyperpod-cli", pattern=r"^https://github\.com/[\w.-]+/[\w.-]+$"
     )
-    # A full commit SHA: branches and tags move, a commit does not.
-    revision: str = Field(default="067d658b2d5c3d347afbadd75e1425214e965dcb", pattern=r"^[0-9a-f]{40}$")
+    # A full commit SHA: branches and tags move, a commit does not. Default: aws/sagemaker-hyperpod-cli main at
+    # a00b22d1 (2026-06-19, "Bump inference operator helm chart version to 2.2.2"), the last commit on main that
+    # touches helm_chart/HyperPodHelmChart in the copy read on 2026-12-02 (main was then at 011ca927).
+    revision: str = Field(default=DEPENDENCIES_CHART_REVISION, pattern=r"^[0-9a-f]{40}$")
     chart_path: str = "helm_chart/HyperPodHelmChart"
     oci_uri: str | None = Field(default=None, pattern=r"^oci://[\w./:-]+$")
     version: str | None = None
@@ -409,19 +414,51 @@ class HyperPodConfig(_Strict):
         return groups
 
 
-MetricLevel = Literal["BASIC", "ADVANCED"]
+# The metric families of the amazon-sagemaker-hyperpod-observability add-on and the levels each accepts, as AWS's
+# Terraform module documents them (awslabs/awsome-distributed-training@0edaf1526bc47185ce5f827100416f99bd7b69e1:
+# 1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/README.md, "Advanced Observability Metrics
+# Configuration", and .../modules/observability/eks_addon.tf for the keys). "custom" is the family AWS's
+# module sets from its `cluster_metric_level`; "inference" is always BASIC there (no other level documented).
+
+
+class _MetricFamily(_Strict):
+    # Every AWS setup read sends 30 s; the add-on's own schema bounds it (`hpctl preflight` validates against it).
+    scrape_interval: int = Field(default=30, ge=1)
+
+
+class BasicOrAdvanced(_MetricFamily):
+    level: Literal["BASIC", "ADVANCED"] = "BASIC"
+
+
+class DisabledOrAdvanced(_MetricFamily):
+    level: Literal["DISABLED", "ADVANCED"] = "DISABLED"
+
+
+class BasicOnly(_MetricFamily):
+    level: Literal["BASIC"] = "BASIC"
+
+
+class ObservabilityAddonMetrics(_Strict):
+    """One entry per metric family of the HyperPod observability add-on; defaults are AWS's module defaults."""
+
+    training: BasicOrAdvanced = BasicOrAdvanced()
+    inference: BasicOnly = BasicOnly()
+    task_governance: DisabledOrAdvanced = DisabledOrAdvanced()
+    scaling: DisabledOrAdvanced = DisabledOrAdvanced()
+    custom: BasicOrAdvanced = BasicOrAdvanced()
+    node: BasicOrAdvanced = BasicOrAdvanced()
+    accelerated_compute: BasicOrAdvanced = BasicOrAdvanced()
+    network: DisabledOrAdvanced = DisabledOrAdvanced()
 
 
 class PrometheusConfig(_Strict):
     """Amazon Managed Service for Prometheus and the HyperPod observability add-on that writes to it."""
 
     enabled: bool = True
-    # Levels of the amazon-sagemaker-hyperpod-observability add-on's metric families.
-    cluster_metrics: MetricLevel = "BASIC"
-    node_metrics: MetricLevel = "BASIC"
-    accelerated_compute_metrics: MetricLevel = "ADVANCED"
-    network_metrics: MetricLevel = "BASIC"
-    training_metrics: MetricLevel = "BASIC"
+    metrics: ObservabilityAddonMetrics = ObservabilityAddonMetrics()
+    # The add-on's `logging.enabled`: it creates log groups and ships every container's logs to CloudWatch
+    # (AWS's module default is false; Container Insights already ships container logs when it is on).
+    logging: bool = False
     log_retention_days: RetentionDays = 365
 
 

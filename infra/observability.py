@@ -99,13 +99,49 @@ class ContainerInsights(Construct):
             self.addon.node.add_dependency(group)
 
 
+# The add-on's configuration keys, as AWS's Terraform module sends them (awslabs/awsome-distributed-training@
+# 0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/
+# modules/observability/eks_addon.tf): top-level ampWorkspace {prometheusEndpoint, arn}, amgWorkspace
+# {workspaceName, arn}, metricsProvider with one {level, scrapeInterval} per family below, and logging {enabled}.
+ADDON_METRIC_FAMILIES: dict[str, str] = {
+    "training": "trainingMetrics",
+    "inference": "inferenceMetrics",
+    "task_governance": "taskGovernanceMetrics",
+    "scaling": "scalingMetrics",
+    "custom": "customMetrics",
+    "node": "nodeMetrics",
+    "accelerated_compute": "acceleratedComputeMetrics",
+    "network": "networkMetrics",
+}
+
+
+def addon_configuration(
+    config: PrometheusConfig, *, prometheus_endpoint: str, prometheus_arn: str,
+    grafana_workspace: tuple[str, str] | None,
+) -> dict[str, object]:
+    """The ``configurationValues`` of the HyperPod observability add-on (EKS validates them against its schema)."""
+    families = config.metrics.model_dump()
+    configuration: dict[str, object] = {
+        "ampWorkspace": {"prometheusEndpoint": prometheus_endpoint, "arn": prometheus_arn},
+        "metricsProvider": {
+            key: {"level": families[name]["level"], "scrapeInterval": families[name]["scrape_interval"]}
+            for name, key in ADDON_METRIC_FAMILIES.items()
+        },
+        "logging": {"enabled": config.logging},
+    }
+    if grafana_workspace is not None:
+        name, arn = grafana_workspace
+        configuration["amgWorkspace"] = {"workspaceName": name, "arn": arn}
+    return configuration
+
+
 class ManagedPrometheus(Construct):
     """An AMP workspace (customer-managed key, logging on) and the collector role of the HyperPod add-on.
 
     ``add_hyperpod_observability_addon()`` installs the add-on that feeds the workspace. Its collector runs
     on a Pod Identity role allowed ``aps:RemoteWrite`` on this workspace only, plus the HyperPod cluster log
-    groups the add-on documents. With ``grafana_workspace_arn`` the add-on
-    also provisions its HyperPod dashboards (GPU, EFA, node health, training jobs) into that workspace.
+    groups the add-on documents. With a Grafana workspace the add-on is told its name and ARN (``amgWorkspace``)
+    as AWS's setups do; the data sources and dashboards are provisioned on the Grafana side.
     """
 
     def __init__(
@@ -153,23 +189,16 @@ class ManagedPrometheus(Construct):
         self.cluster_name = cluster_name
         self.addon: eks_l1.CfnAddon | None = None
 
-    def add_hyperpod_observability_addon(self, grafana_workspace_arn: str | None) -> eks_l1.CfnAddon:
+    def add_hyperpod_observability_addon(self, grafana: ManagedGrafana | None) -> eks_l1.CfnAddon:
         """Install the HyperPod observability add-on writing to this workspace (after the HyperPod cluster)."""
-        levels = self.config
-        configuration: dict[str, object] = {
-            "ampWorkspace": {"prometheusEndpoint": self.workspace.attr_prometheus_endpoint,
-                             "arn": self.workspace.attr_arn},
-            "metricsProvider": {
-                "clusterMetrics": {"level": levels.cluster_metrics},
-                "nodeMetrics": {"level": levels.node_metrics},
-                "acceleratedComputeMetrics": {"level": levels.accelerated_compute_metrics},
-                "networkMetrics": {"level": levels.network_metrics},
-                "trainingMetrics": {"level": levels.training_metrics},
-                "logging": {"enabled": True},
-            },
-        }
-        if grafana_workspace_arn:
-            configuration["amgWorkspace"] = {"arn": grafana_workspace_arn}
+        # AWS's module strips the endpoint's trailing slash (trimsuffix in main.tf); the attribute has one, so the
+        # endpoint is built from the workspace ID instead.
+        endpoint = Fn.join("", [f"https://aps-workspaces.{Aws.REGION}.{Aws.URL_SUFFIX}/workspaces/",
+                                self.workspace.attr_workspace_id])
+        configuration = addon_configuration(
+            self.config, prometheus_endpoint=endpoint, prometheus_arn=self.workspace.attr_arn,
+            grafana_workspace=(grafana.workspace_name, grafana.workspace_arn) if grafana else None,
+        )
         self.addon = eks_l1.CfnAddon(
             self, "HyperPodObservabilityAddon", addon_name=HYPERPOD_OBSERVABILITY_ADDON,
             cluster_name=self.cluster_name, resolve_conflicts="OVERWRITE", preserve_on_delete=False,
@@ -226,6 +255,7 @@ class ManagedGrafana(Construct):
             role_arn=self.role.role_arn, data_sources=["PROMETHEUS", "CLOUDWATCH"],
             description=f"Dashboards of HyperPod cluster {name}",
         )
+        self.workspace_name = name
         self.workspace_arn = _arn("grafana", f"/workspaces/{self.workspace.attr_id}")
         self.url = Fn.join("", ["https://", self.workspace.attr_endpoint])
         self.admin_assignment: cr.AwsCustomResource | None = None
@@ -397,7 +427,7 @@ class HyperPodObservability(Construct):
             self.grafana = ManagedGrafana(self, "Grafana", config=config.grafana, name=name,
                                           prometheus_workspace_arn=self.prometheus.workspace.attr_arn)
         if self.prometheus is not None:
-            self.prometheus.add_hyperpod_observability_addon(self.grafana.workspace_arn if self.grafana else None)
+            self.prometheus.add_hyperpod_observability_addon(self.grafana)
         self.alerts = (
             HyperPodAlerts(self, "Alerts", config=config.alerts, hyperpod_cluster_name=hyperpod_cluster_name,
                            eks_cluster_name=eks_cluster_name, removal_policy=removal_policy)

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from infra.nag_pack import render
+
 
 def _one(synth, cfn_type):
     items = list(synth.resources("observability", cfn_type).items())
@@ -73,11 +75,21 @@ def test_hyperpod_observability_addon_is_configured_from_config(default_synth):
     addon = _addon(default_synth, "amazon-sagemaker-hyperpod-observability")
     (association,) = addon["PodIdentityAssociations"]
     assert association["ServiceAccount"] == "hyperpod-observability-operator-otel-collector"
-    configuration = json.dumps(addon["ConfigurationValues"])
-    for fragment in ('\\"acceleratedComputeMetrics\\":{\\"level\\":\\"ADVANCED\\"}',
-                     '\\"nodeMetrics\\":{\\"level\\":\\"BASIC\\"}', "ampWorkspace", "amgWorkspace",
-                     "PrometheusEndpoint"):
-        assert fragment in configuration, fragment
+    configuration = json.loads(render(addon["ConfigurationValues"]))
+    assert configuration["metricsProvider"]["acceleratedComputeMetrics"] == {"level": "BASIC", "scrapeInterval": 30}
+    assert configuration["metricsProvider"]["networkMetrics"] == {"level": "DISABLED", "scrapeInterval": 30}
+    assert configuration["logging"] == {"enabled": False}
+    assert configuration["amgWorkspace"]["workspaceName"] == default_synth.config.project
+    assert configuration["ampWorkspace"]["prometheusEndpoint"].startswith("https://aps-workspaces.")
+    assert not configuration["ampWorkspace"]["prometheusEndpoint"].endswith("/")
+
+
+def test_addon_metric_levels_follow_config(variant_synth):
+    addon = _addon(variant_synth, "amazon-sagemaker-hyperpod-observability")
+    configuration = json.loads(render(addon["ConfigurationValues"]))
+    expected = variant_synth.config.observability.prometheus.metrics
+    assert configuration["metricsProvider"]["networkMetrics"]["level"] == expected.network.level
+    assert configuration["logging"]["enabled"] is variant_synth.config.observability.prometheus.logging
 
 
 def test_grafana_reads_only_this_prometheus_workspace_and_cloudwatch(default_synth):
