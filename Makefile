@@ -14,7 +14,7 @@ NODE_ENV_PATH = PATH=$(NODE_HOME)/bin:$$PATH
 NPM = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js
 CDK = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npx-cli.js --no-install cdk
 
-.PHONY: install synth test lint bench diagram diff deploy destroy clean
+.PHONY: install synth test lint bench diagram bootstrap diff deploy destroy clean
 
 install: $(STAMP)
 
@@ -30,6 +30,12 @@ $(STAMP): $(PY_STAMP) package.json package-lock.json
 
 synth: $(STAMP)
 	$(CDK) synth --quiet -c config=$(CONFIG)
+
+# Once per account and region, with credentials: `make bootstrap [ACCOUNT=123456789012] [REGION=us-west-2]`.
+# The account defaults to the config's, else the credentials'; the region to the config's.
+bootstrap: $(STAMP)
+	target=$$($(PY) scripts/bootstrap_target.py --config $(CONFIG) --account '$(ACCOUNT)' --region '$(REGION)') \
+		&& $(CDK) bootstrap "$$target"
 
 diff: $(STAMP)
 	$(CDK) diff -c config=$(CONFIG)

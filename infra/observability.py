@@ -220,7 +220,8 @@ class ManagedGrafana(Construct):
 
     def __init__(
         self, scope: Construct, construct_id: str, *, config: GrafanaConfig, name: str,
-        prometheus_workspace_arn: str,
+        prometheus_workspace_arn: str, log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(
@@ -260,9 +261,10 @@ class ManagedGrafana(Construct):
         self.url = Fn.join("", ["https://", self.workspace.attr_endpoint])
         self.admin_assignment: cr.AwsCustomResource | None = None
         if config.admin_user_ids or config.admin_group_ids:
-            self._assign_admins(config)
+            self._assign_admins(config, log_retention, removal_policy)
 
-    def _assign_admins(self, config: GrafanaConfig) -> None:
+    def _assign_admins(self, config: GrafanaConfig, log_retention: logs.RetentionDays,
+                       removal_policy: RemovalPolicy) -> None:
         def batch(action: str) -> dict[str, object]:
             users = [{"id": u, "type": "SSO_USER"} for u in config.admin_user_ids]
             users += [{"id": g, "type": "SSO_GROUP"} for g in config.admin_group_ids]
@@ -278,6 +280,8 @@ class ManagedGrafana(Construct):
             policy=cr.AwsCustomResourcePolicy.from_statements([iam.PolicyStatement(
                 actions=["grafana:UpdatePermissions"], resources=[self.workspace_arn])]),
             install_latest_aws_sdk=False,
+            # Its own group, created before the function: see LifecycleScripts for why not Lambda's default.
+            log_group=logs.LogGroup(self, "AdminsLogs", retention=log_retention, removal_policy=removal_policy),
         )
         # The SDK-call function is a per-stack singleton of aws-cdk-lib.
         handler = next(c for c in Stack.of(self).node.children if c.node.id.startswith("AWS679f53fac002430cb0da5b7"))
@@ -425,7 +429,8 @@ class HyperPodObservability(Construct):
         self.grafana = None
         if config.grafana.enabled and self.prometheus is not None:
             self.grafana = ManagedGrafana(self, "Grafana", config=config.grafana, name=name,
-                                          prometheus_workspace_arn=self.prometheus.workspace.attr_arn)
+                                          prometheus_workspace_arn=self.prometheus.workspace.attr_arn,
+                                          log_retention=log_retention, removal_policy=removal_policy)
         if self.prometheus is not None:
             self.prometheus.add_hyperpod_observability_addon(self.grafana)
         self.alerts = (

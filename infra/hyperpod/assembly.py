@@ -55,7 +55,7 @@ def add_hyperpod(
     lifecycle = LifecycleScripts(
         scope, "LifecycleScripts", cluster_name=config.cluster_name, scripts_dir=scripts_dir,
         on_create=config.on_create_script, options=options, bucket=lifecycle_bucket,
-        removal_policy=removal_policy,
+        log_retention=log_retention, removal_policy=removal_policy,
     )
     subnets = {az: subnet.subnet_id for az, subnet in hyperpod_subnets.items()}
     security_groups = [node_security_group.security_group_id]

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from aws_cdk import Aws, FeatureFlags, Fn, RemovalPolicy, Stack, Token
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk.region_info import RegionInfo
@@ -58,6 +59,7 @@ class LifecycleScripts(Construct):
         on_create: str,
         options: LifecycleOptions,
         bucket: s3.IBucket | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -93,6 +95,12 @@ class LifecycleScripts(Construct):
                 removal_policy=removal_policy,
             )
         self.bucket = bucket
+        # The upload function logs to a group of ours, created before it, with the stacks' retention and
+        # removal policy. Without it, Lambda creates /aws/lambda/<function> on the first upload, and the
+        # group that the flag @aws-cdk/aws-lambda:useCdkManagedLogGroup adds under that name (2 years'
+        # retention, nothing ordering the upload after it) can then fail with "already exists"
+        # (aws-cdk-lib 2.275.0 cx-api/FEATURE_FLAGS.md, and the synthesized template).
+        self.log_group = logs.LogGroup(self, "UploadLogs", retention=log_retention, removal_policy=removal_policy)
         self.deployment = s3deploy.BucketDeployment(
             self,
             "Upload",
@@ -104,6 +112,7 @@ class LifecycleScripts(Construct):
             ],
             prune=True,
             retain_on_delete=removal_policy == RemovalPolicy.RETAIN,
+            log_group=self.log_group,
         )
         self._acknowledge_deployment_handler(bucket)
         self.source_s3_uri = f"s3://{bucket.bucket_name}/{LIFECYCLE_PREFIX}/"

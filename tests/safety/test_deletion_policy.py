@@ -34,3 +34,23 @@ def test_destroy_data_on_delete_deletes_them(destroy_data_synth):
     policies = _policies(destroy_data_synth)
     assert policies
     assert {name: p for name, p in policies.items() if p != ("Delete", "Delete")} == {}
+
+
+@pytest.mark.parametrize("variant", ["default_synth", "variant_synth"])
+def test_every_function_logs_to_a_group_of_its_stack_kept_as_configured(request, variant):
+    """No function is left to Lambda's /aws/lambda/<name> group (or to aws-cdk-lib's group of that name, which
+    fails with "already exists" once the function has run): each logs to a group its stack creates first."""
+    synth: Synthesized = request.getfixturevalue(variant)
+    retention = synth.config.eks.log_retention_days
+    problems = []
+    for stack, template in synth.templates.items():
+        resources = template["Resources"]
+        for logical_id, resource in resources.items():
+            if resource["Type"] != "AWS::Lambda::Function":
+                continue
+            group = resource["Properties"].get("LoggingConfig", {}).get("LogGroup", {}).get("Ref")
+            if resources.get(group, {}).get("Type") != "AWS::Logs::LogGroup":
+                problems.append(f"{stack}/{logical_id} logs to {group!r}")
+            elif resources[group]["Properties"].get("RetentionInDays") != retention:
+                problems.append(f"{stack}/{group} keeps {resources[group]['Properties'].get('RetentionInDays')}")
+    assert problems == []
