@@ -1,21 +1,18 @@
 #!/usr/bin/env bash
 # OnCreate lifecycle script for SageMaker HyperPod nodes orchestrated by Amazon EKS, run as root once
-# per node: reads lifecycle_config.env (written by the CDK stack) beside it, waits for the secondary
-# EBS volume at /opt/sagemaker, puts containerd's data root on it and, when asked, installs the FSx
-# for Lustre client. Details and reasons: lifecycle_scripts/README.md.
+# per node: reads lifecycle_config.env beside it, waits for the secondary EBS volume at /opt/sagemaker,
+# puts containerd's data root on it and, when asked, installs the FSx for Lustre client. Output goes,
+# timestamped, to /var/log/provision/provisioning.log and the console. Details: README.md here.
 #
 # containerd is set up as AWS's sample does it (awslabs/awsome-distributed-training@0edaf1526bc47185ce5f827100416f99bd7b69e1:
 # 1.architectures/7.sagemaker-hyperpod-eks/LifecycleScripts/base-config/on_create_main.sh), reading
 # nothing nodeadm (AL2023) or the EKS bootstrap (AL2) writes, so it can run before they configure
 # containerd. Adapted: the runtime is nvidia only where /usr/bin/nvidia-container-runtime exists
-# (nodeadm's rule); a running containerd is stopped for the copy and started again; reruns change nothing.
+# (nodeadm's rule); a running containerd is stopped for the copy; reruns change nothing.
 # kubelet stays on the root disk, unlike in the sample (a symbolic link to the volume): CSI node
 # plugins, FSx for Lustre's among them, mount volumes under /var/lib/kubelet with mount propagation,
 # which a symlinked kubelet directory has broken (bottlerocket-os/bottlerocket#2218).
-#
-# Output goes, timestamped, to /var/log/provision/provisioning.log and the console (CloudWatch stream
-# LifeCycleConfig/<group>/<instance-id>); a failure names its step. Tests set LIFECYCLE_ROOT, which
-# prefixes every path the script touches, and put stub commands on PATH.
+# Tests set LIFECYCLE_ROOT, which prefixes every path the script touches, and put stubs on PATH.
 
 set -euo pipefail
 set -o errtrace # the ERR trap also fires inside functions
@@ -32,12 +29,11 @@ readonly OVERRIDE="/etc/systemd/system/containerd.service.d/override.conf"
 readonly AL2_TEMPLATE="/etc/eks/containerd/containerd-config.toml"
 readonly NVIDIA_RUNTIME="/usr/bin/nvidia-container-runtime"
 readonly KNOWN_KEYS="CONTAINERD_ON_OPT_SAGEMAKER ENABLE_FSX_LUSTRE_CLIENT SECONDARY_VOLUME_WAIT_SECONDS"
-STEP="starting"
-OS="unknown"
+STEP="starting" OS="unknown"
 
 log() { printf '%s\n' "$*"; }
-step() { STEP="$1" && log "==> $1"; }
-die() { printf 'on_create.sh failed during step "%s": %s\n' "${STEP}" "$*" >&2 && exit 1; }
+step() { STEP="$1"; log "==> $1"; }
+die() { printf 'on_create.sh failed during step "%s": %s\n' "${STEP}" "$*" >&2; exit 1; }
 on_error() {
     # main runs in the pipeline's subshell (level 1); a deeper level is a $(...) whose caller reports.
     if ((BASH_SUBSHELL > 1)); then exit "$1"; fi
@@ -78,17 +74,10 @@ detect_os() {
     local key value id="" version="" file="${ROOT}/etc/os-release"
     if [[ ! -r ${file} ]]; then file=/dev/null; fi
     while IFS='=' read -r key value || [[ -n ${key} ]]; do
-        case "${key}" in
-            ID) id="${value//[\"\']/}" ;;
-            VERSION_ID) version="${value//[\"\']/}" ;;
-            *) ;;
-        esac
+        if [[ ${key} == ID ]]; then id="${value//[\"\']/}"; fi
+        if [[ ${key} == VERSION_ID ]]; then version="${value//[\"\']/}"; fi
     done <"${file}"
-    case "${id}:${version}" in
-        amzn:2023*) OS="al2023" ;;
-        amzn:2) OS="al2" ;;
-        *) OS="unknown" ;;
-    esac
+    case "${id}:${version}" in amzn:2023*) OS="al2023" ;; amzn:2) OS="al2" ;; *) OS="unknown" ;; esac
     log "ID=${id:-?} VERSION_ID=${version:-?}: ${OS}"
 }
 
