@@ -7,8 +7,8 @@ reports FAILED to CloudFormation. The physical id is ``<namespace>/<release>``.
 ResourceProperties (strings unless noted):
 
 ``ClusterName``, ``Region``, ``ReleaseName``, ``Namespace``, ``TimeoutMinutes`` (helm's --timeout, default
-"10", at most "12", shortened to what is left of the Lambda's time), ``Wait`` ("true" by default: helm --wait; "false" for charts whose
-workloads cannot be ready yet),
+"10", at most "12", shortened to what is left of the Lambda's time), ``Wait`` ("true" by default: helm
+--wait; "false" for charts whose workloads cannot be ready yet),
 ``Values`` (a JSON object as a string, or an object), ``Source``: ``git`` | ``oci`` | ``s3``.
 Prefer a JSON string for ``Values``: CloudFormation turns numbers and booleans nested in an object
 into strings. ``health-monitoring-agent.region`` defaults to ``Region``. Other properties (such as
