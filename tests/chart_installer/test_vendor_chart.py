@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import load_config
+from infra.config import ChartConfig, load_config
+from infra.errors import ConfigError
 from infra.hyperpod.chart_installer import handler
+from infra.hyperpod.dependencies_chart import check_vendored_revision
 from tests.conftest import ROOT
 
 from .fakes import ARCHIVE_URL, CHART_PATH, REPOSITORY, SHA, FakeDownloads
@@ -194,3 +196,29 @@ def test_main_vendors_the_commit_the_config_pins(
     assert downloads.urls == [f"{chart.git_repository}/archive/{chart.revision}.tar.gz"]
     assert json.loads((output / handler.VENDOR_LOCK).read_text())["revision"] == chart.revision
     assert "4 dependency archives locked" in capsys.readouterr().out
+
+
+def _local_chart(tmp_path: Path, lock: str | None) -> ChartConfig:
+    (tmp_path / "Chart.yaml").write_text("apiVersion: v2\nname: vendored\nversion: 0.1.0\n")
+    if lock is not None:
+        (tmp_path / handler.VENDOR_LOCK).write_text(lock)
+    return ChartConfig(source="local", local_path=str(tmp_path))
+
+
+def test_a_chart_vendored_at_the_pinned_commit_is_accepted(tmp_path: Path) -> None:
+    pinned = ChartConfig().revision
+    check_vendored_revision(_local_chart(tmp_path, json.dumps({"revision": pinned, "archives": {}})))
+
+
+def test_a_local_chart_that_is_not_vendored_is_not_checked(tmp_path: Path) -> None:
+    check_vendored_revision(_local_chart(tmp_path, None))
+
+
+@pytest.mark.parametrize(("lock", "key"), [
+    (json.dumps({"revision": "f" * 40, "archives": {}}), "dependencies_chart.revision"),
+    ("not json", "dependencies_chart.local_path"),
+])
+def test_a_stale_or_broken_vendored_chart_is_refused_at_synth(tmp_path: Path, lock: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=f"{key}: .*run make vendor-chart again") as raised:
+        check_vendored_revision(_local_chart(tmp_path, lock))
+    assert "\n" not in str(raised.value)
