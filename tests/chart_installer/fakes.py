@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,11 +132,14 @@ class HelmCall:
 class FakeHelm:
     """Stands in for handler.run (helm and kubectl); records every call and what the files it was given held.
 
-    ``results`` overrides a command's (exit code, stdout, stderr), or holds an exception to raise; ``history``
+    ``results`` overrides a command's (exit code, stdout, stderr), or holds an exception to raise or a function
+    returning the triple; ``history``
     is what ``helm history`` prints (None: the release is not installed); ``rendered`` what ``helm template``
     prints."""
 
-    results: dict[str, tuple[int, str, str] | Exception] = field(default_factory=dict)
+    results: dict[str, tuple[int, str, str] | Exception | Callable[[], tuple[int, str, str]]] = field(
+        default_factory=dict
+    )
     history: list[dict[str, Any]] | None = None
     rendered: str = ""
     calls: list[HelmCall] = field(default_factory=list)
@@ -164,7 +167,7 @@ class FakeHelm:
         outcome = self.results.get(call.command) or self.default(call)
         if isinstance(outcome, Exception):
             raise outcome
-        returncode, stdout, stderr = outcome
+        returncode, stdout, stderr = outcome() if callable(outcome) else outcome
         return subprocess.CompletedProcess(args, returncode, stdout, stderr)
 
     def default(self, call: HelmCall) -> tuple[int, str, str]:

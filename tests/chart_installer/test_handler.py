@@ -928,3 +928,23 @@ def test_a_vendored_chart_that_differs_from_its_lock_is_refused(helm: FakeHelm, 
     with pytest.raises(handler.ChartInstallerError, match="differ from vendor-lock.json"):
         create(_s3_props("vendored.zip"))
     assert helm.calls == []
+
+
+def test_a_release_installed_just_before_the_deadline_still_succeeds(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the revision is not worth failing, and leaving behind, a release that is installed."""
+    aws.cluster_exists()
+    github()
+    now = time.monotonic()
+
+    def upgrade_until_the_deadline() -> tuple[int, str, str]:
+        monkeypatch.setattr(time, "monotonic", lambda: now + handler.FUNCTION_TIMEOUT_SECONDS - 40)
+        return 0, "Release has been upgraded.\n", ""
+
+    helm.results["upgrade"] = upgrade_until_the_deadline
+
+    response = create()
+
+    assert response["Data"] == {"Release": "hyperpod-dependencies", "Namespace": "kube-system"}
+    assert helm.commands() == ["dependency", "history", "upgrade"]
