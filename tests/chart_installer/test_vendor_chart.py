@@ -19,6 +19,7 @@ import yaml
 from infra.config import ChartConfig, load_config
 from infra.errors import ConfigError
 from infra.hyperpod.chart_installer import handler
+from infra.hyperpod.chart_installer.handler import run as real_run  # before any test fakes it
 from infra.hyperpod.dependencies_chart import check_vendored_revision
 from tests.conftest import ROOT
 
@@ -51,18 +52,22 @@ SUBCHARTS = {
 }
 
 
-def _source_tarball(directory: Path) -> bytes:
-    top = f"sagemaker-hyperpod-cli-{SHA}/{CHART_PATH}"
-    files = {f"{top}/Chart.yaml": yaml.safe_dump(TOP_CHART), f"{top}/values.yaml": "{}\n"}
-    for folder, chart in SUBCHARTS.items():
-        files[f"{top}/charts/{folder}/Chart.yaml"] = yaml.safe_dump(chart)
+def _tarball(directory: Path, files: dict[str, str]) -> bytes:
+    """GitHub's archive of the repository at SHA holding ``files`` (paths relative to the chart)."""
     path = directory / "source.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
         for name, text in files.items():
-            info = tarfile.TarInfo(name)
+            info = tarfile.TarInfo(f"sagemaker-hyperpod-cli-{SHA}/{CHART_PATH}/{name}")
             info.size = len(text.encode())
             tar.addfile(info, io.BytesIO(text.encode()))
     return path.read_bytes()
+
+
+def _source_tarball(directory: Path) -> bytes:
+    files = {"Chart.yaml": yaml.safe_dump(TOP_CHART), "values.yaml": "{}\n"}
+    for folder, chart in SUBCHARTS.items():
+        files[f"charts/{folder}/Chart.yaml"] = yaml.safe_dump(chart)
+    return _tarball(directory, files)
 
 
 class FakeHelmDependencies:
@@ -176,12 +181,43 @@ def test_a_failed_helm_leaves_the_previous_vendored_chart_in_place(
     assert (output / "Chart.yaml").read_text() == "previous"
 
 
-def test_the_default_helm_is_the_kubectl_layers(tmp_path: Path) -> None:
-    helm = vendor_chart.layer_helm(tmp_path)
+def _nested_file_chart(directory: Path) -> bytes:
+    """A chart that packs a subchart that packs a subchart with a crds/ directory."""
+    crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: leafs.example.com}\n"
+    return _tarball(directory, {
+        "Chart.yaml": "apiVersion: v2\nname: top\nversion: 0.1.0\ndependencies:\n"
+                      "  - {name: mid, version: 0.1.0, repository: 'file://charts/mid'}\n",
+        "charts/mid/Chart.yaml": "apiVersion: v2\nname: mid\nversion: 0.1.0\ndependencies:\n"
+                                 "  - {name: leaf, version: 0.2.0, repository: 'file://charts/leaf'}\n",
+        "charts/mid/charts/leaf/Chart.yaml": "apiVersion: v2\nname: leaf\nversion: 0.2.0\n",
+        "charts/mid/charts/leaf/crds/leafs.yaml": crd,
+        "templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: top}\n",
+    })
 
-    version = subprocess.run([str(helm), "version", "--short"], capture_output=True, text=True, check=True,
-                             env={"HOME": str(tmp_path)})
-    assert version.stdout.startswith("v4.")
+
+def test_the_kubectl_layers_helm_vendors_a_nested_chart_the_installer_accepts(
+    tmp_path: Path, downloads: FakeDownloads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real helm of the layer, offline: file:// dependencies need no registry."""
+    monkeypatch.setattr(handler, "run", real_run)
+    downloads.serve(_nested_file_chart(tmp_path))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    helm = vendor_chart.layer_helm(workdir)
+    output = tmp_path / "vendored"
+
+    lock = vendor_chart.vendor(REPOSITORY, SHA, CHART_PATH, output, helm, workdir)
+
+    assert lock["helm"].startswith("v4.")
+    assert sorted(lock["archives"]) == ["charts/mid-0.1.0.tgz", "charts/mid/charts/leaf-0.2.0.tgz"]
+    handler.verify_vendored(output)
+    rendered = subprocess.run(
+        [str(helm), "template", "r", str(output), "--include-crds"],
+        capture_output=True, text=True, check=True, env=handler.helm_env(tmp_path / "render"),
+    ).stdout
+    assert [match.group(0) for match in handler.CRD_SOURCE.finditer(rendered)] == [
+        "# Source: top/charts/mid/charts/leaf/crds/leafs.yaml"
+    ]
 
 
 def test_main_vendors_the_commit_the_config_pins(
