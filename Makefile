@@ -14,7 +14,7 @@ NODE_ENV_PATH = PATH=$(NODE_HOME)/bin:$$PATH
 NPM = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js
 CDK = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npx-cli.js --no-install cdk
 
-.PHONY: install synth test lint bench diagram bootstrap diff deploy destroy clean
+.PHONY: install synth test lint bench diagram bootstrap diff deploy destroy clean vendor-chart
 
 install: $(STAMP)
 
@@ -75,6 +75,11 @@ bench: $(STAMP)
 # docs/architecture.md: the stacks of config/default.yaml as a Mermaid diagram and resource counts.
 diagram: $(STAMP)
 	$(NODE_ENV_PATH) $(PY) scripts/diagram.py
+
+# vendor/hyperpod-dependencies: the dependencies chart at the config's pinned commit with every dependency
+# resolved and its digest locked (needs the internet); deploy it with dependencies_chart.source: local.
+vendor-chart: $(STAMP)
+	$(PY) scripts/vendor_chart.py --config $(CONFIG)
 
 clean:
 	rm -rf cdk.out .pytest_cache

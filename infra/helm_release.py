@@ -1,4 +1,17 @@
-"""Helm releases on an EKS cluster through one Lambda-backed custom resource provider per stack."""
+"""Helm releases on an EKS cluster through one Lambda-backed custom resource provider per stack.
+
+Time limits, and why one synchronous function: aws-cdk-lib's Provider runs its framework onEvent function for
+at most 15 minutes and invokes the installer synchronously. The installer's limit is a minute shorter
+(``FUNCTION_TIMEOUT_SECONDS``), so when it is killed the framework is still alive to report FAILED; inside it,
+every download and helm or kubectl command ends before the installer's own limit (see the handler). Each
+release's ``ServiceTimeout`` (``SERVICE_TIMEOUT``) makes CloudFormation give up after 20 minutes if the
+framework itself never answers, instead of the default hour.
+The Provider's asynchronous mode (``is_complete_handler`` with ``total_timeout`` up to an hour, polled every
+``query_interval``) is not used: helm runs as a child of the invocation and cannot outlive it, so an
+``is_complete`` poll would have to re-implement helm's readiness wait with kubectl, and the releases here either
+install without waiting (the HyperPod dependencies chart, before any node exists) or become ready in
+minutes (the shared storage volume and claim).
+"""
 
 from __future__ import annotations
 
@@ -19,11 +32,15 @@ from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
 from infra.common import acknowledge, nag_name
+from infra.hyperpod.chart_installer.handler import DEFAULT_TIMEOUT_MINUTES, FUNCTION_TIMEOUT_SECONDS
 
 # The installer's runtime code (helm upgrade --install / uninstall, see its module docstring).
 HANDLER_DIR = Path(__file__).parent / "hyperpod" / "chart_installer"
-# Helm's --wait must end before the 15-minute Lambda limit, or the release is left pending.
-HELM_TIMEOUT_MINUTES = 13
+# helm's --timeout for one operation (a wait, a hook); the handler shortens it to the time left.
+HELM_TIMEOUT_MINUTES = DEFAULT_TIMEOUT_MINUTES
+# CloudFormation's wait for an answer (ServiceTimeout, 1-3600 s, default 3600): the framework's 15 minutes and
+# five more for queueing and cold starts.
+SERVICE_TIMEOUT = Duration.minutes(20)
 RESOURCE_TYPE = "Custom::HyperPodHelmRelease"
 
 
@@ -64,11 +81,13 @@ class HelmInstaller(Construct):
 
     The function (``chart_installer/handler.py``, with helm from the kubectl layer) runs ``helm upgrade
     --install`` and ``helm uninstall`` with ``--namespace`` every time and reports any helm failure as a
-    failure. It runs in ``subnets`` (private, with a route to the chart sources) with its own security
-    group, which is allowed HTTPS into ``cluster_security_group`` by an ingress rule kept in this stack (the
-    cluster's stack does not learn about the installer); its role gets an EKS access entry with
-    cluster-admin scope, and every release waits for that entry. ``purpose`` and ``installs`` only word
-    the descriptions of the security group, its rule and the role.
+    failure; a release left pending by a stopped run is recovered first, a failed new install is removed
+    again (the handler's docstring lists every failure path, this module's the time limits). It runs in
+    ``subnets`` (private, with a route to the chart sources) with its own security group, which is allowed
+    HTTPS into ``cluster_security_group`` by an ingress rule kept in this stack (the cluster's stack does
+    not learn about the installer); its role gets an EKS access entry with cluster-admin scope, and every
+    release waits for that entry. ``purpose`` and ``installs`` only word the descriptions of the security
+    group, its rule and the role.
     """
 
     def __init__(
@@ -112,7 +131,7 @@ class HelmInstaller(Construct):
             handler="handler.on_event",
             code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
             layers=[KubectlV33Layer(self, "KubectlLayer")],
-            timeout=Duration.minutes(15),
+            timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS),
             memory_size=1024,
             ephemeral_storage_size=Size.gibibytes(2),
             role=self.role,
@@ -205,6 +224,7 @@ class HelmRelease(CustomResource):
         super().__init__(
             scope, construct_id,
             service_token=installer.provider.service_token,
+            service_timeout=SERVICE_TIMEOUT,
             resource_type=RESOURCE_TYPE,
             properties=properties,
         )

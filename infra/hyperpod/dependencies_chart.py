@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
@@ -11,7 +13,9 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import ChartConfig
+from infra.errors import ConfigError
 from infra.helm_release import HANDLER_DIR, HELM_TIMEOUT_MINUTES, ChartSource, HelmInstaller, HelmRelease
+from infra.hyperpod.chart_installer.handler import VENDOR_LOCK
 
 RELEASE_NAME = "hyperpod-dependencies"
 NAMESPACE = "kube-system"
@@ -26,7 +30,24 @@ def chart_source(scope: Construct, chart: ChartConfig) -> ChartSource:
         assert chart.oci_uri is not None and chart.version is not None
         return ChartSource.oci(chart.oci_uri, chart.version)
     assert chart.local_path is not None
+    check_vendored_revision(chart)
     return ChartSource.local(scope, "ChartAsset", chart.local_path)
+
+
+def check_vendored_revision(chart: ChartConfig) -> None:
+    """A chart vendored by ``make vendor-chart`` must be of the commit the config pins: after the pin
+    moves, the old vendored chart would otherwise deploy unnoticed."""
+    lock = Path(str(chart.local_path)) / VENDOR_LOCK
+    if not lock.is_file():
+        return
+    try:
+        vendored = json.loads(lock.read_text(encoding="utf-8"))["revision"]
+    except (ValueError, KeyError, TypeError):
+        raise ConfigError("hyperpod.dependencies_chart.local_path", chart.local_path,
+                          f"{VENDOR_LOCK} there is unreadable: run make vendor-chart again") from None
+    if vendored != chart.revision:
+        raise ConfigError("hyperpod.dependencies_chart.revision", chart.revision,
+                          f"{chart.local_path} was vendored at {vendored}: run make vendor-chart again")
 
 
 class HyperPodDependenciesChart(HelmInstaller):

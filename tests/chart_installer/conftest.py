@@ -11,7 +11,7 @@ import pytest
 
 from infra.hyperpod.chart_installer import handler
 
-from .fakes import FAKE_HELM, REGION, FakeAws, FakeDownloads, FakeHelm, github_tarball
+from .fakes import FAKE_HELM, FAKE_KUBECTL, REGION, FakeAws, FakeDownloads, FakeHelm, github_tarball
 
 
 @pytest.fixture(autouse=True)
@@ -36,6 +36,7 @@ def offline_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("HELM_BIN", FAKE_HELM)
+    monkeypatch.setenv("KUBECTL_BIN", FAKE_KUBECTL)
 
 
 @pytest.fixture(autouse=True)

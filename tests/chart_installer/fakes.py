@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ CHART_PATH = "helm_chart/HyperPodHelmChart"
 REPOSITORY = "https://github.com/aws/sagemaker-hyperpod-cli"
 ARCHIVE_URL = f"https://github.com/aws/sagemaker-hyperpod-cli/archive/{SHA}.tar.gz"
 FAKE_HELM = "/fake/bin/helm"
+FAKE_KUBECTL = "/fake/bin/kubectl"
 CHART_YAML = """apiVersion: v2
 name: hyperpod-helm-chart
 version: 0.1.0
@@ -48,7 +49,7 @@ def git_properties(**overrides: Any) -> dict[str, Any]:
         "GitRevision": SHA,
         "ChartPath": CHART_PATH,
         "Values": json.dumps({"mpi-operator": {"enabled": True}}),
-        "TimeoutMinutes": "12",
+        "TimeoutMinutes": "10",
     }
     props.update(overrides)
     return {key: value for key, value in props.items() if value is not None}
@@ -99,18 +100,29 @@ def github_tarball(
     return path.read_bytes()
 
 
+def revisions(*statuses: str) -> list[dict[str, Any]]:
+    """``helm history --output json`` of a release whose revisions 1, 2, ... have these statuses."""
+    return [
+        {"revision": number, "updated": "2026-12-02T20:00:00Z", "status": status, "chart": "hyperpod-helm-chart-0.1.0",
+         "app_version": "1.16.0", "description": "Upgrade complete"}
+        for number, status in enumerate(statuses, start=1)
+    ]
+
+
 @dataclass
 class HelmCall:
     args: list[str]
     env: dict[str, str]
+    timeout: float
     kubeconfig: dict[str, Any] | None = None
     kubeconfig_mode: int | None = None
     values: dict[str, Any] | None = None
     chart_yaml_present: bool | None = None
+    applied: str | None = None
 
     @property
     def command(self) -> str:
-        return self.args[1]
+        return "kubectl" if self.args[0] == FAKE_KUBECTL else self.args[1]
 
     def option(self, name: str) -> str:
         return self.args[self.args.index(name) + 1]
@@ -118,15 +130,25 @@ class HelmCall:
 
 @dataclass
 class FakeHelm:
-    """Stands in for handler.run; records every call and what the files it was given held."""
+    """Stands in for handler.run (helm and kubectl); records every call and what the files it was given held.
 
-    results: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    ``results`` overrides a command's (exit code, stdout, stderr), or holds an exception to raise or a function
+    returning the triple; ``history``
+    is what ``helm history`` prints (None: the release is not installed); ``rendered`` what ``helm template``
+    prints."""
+
+    results: dict[str, tuple[int, str, str] | Exception | Callable[[], tuple[int, str, str]]] = field(
+        default_factory=dict
+    )
+    history: list[dict[str, Any]] | None = None
+    rendered: str = ""
     calls: list[HelmCall] = field(default_factory=list)
 
-    def __call__(self, args: Sequence[str], env: Any) -> subprocess.CompletedProcess[str]:
+    def __call__(self, args: Sequence[str], env: Any, timeout: float) -> subprocess.CompletedProcess[str]:
         args = list(args)
-        assert args[0] == FAKE_HELM
-        call = HelmCall(args=args, env=dict(env))
+        assert args[0] in (FAKE_HELM, FAKE_KUBECTL)
+        assert timeout > 0
+        call = HelmCall(args=args, env=dict(env), timeout=timeout)
         if "--kubeconfig" in args:
             kubeconfig = Path(call.option("--kubeconfig"))
             call.kubeconfig = json.loads(kubeconfig.read_text())
@@ -135,14 +157,29 @@ class FakeHelm:
             call.values = json.loads(Path(call.option("--values")).read_text())
         if call.command == "upgrade":
             call.chart_yaml_present = (Path(args[4]) / "Chart.yaml").is_file()
+        if call.command == "kubectl":
+            call.applied = Path(call.option("--filename")).read_text()
         if call.command == "pull":
             chart = Path(call.option("--untardir")) / "pulled-chart"
             chart.mkdir()
             (chart / "Chart.yaml").write_text("apiVersion: v2\nname: pulled-chart\nversion: 1.2.3\n")
         self.calls.append(call)
-        status = json.dumps({"name": args[2], "version": 3}) if call.command == "status" else ""
-        returncode, stdout, stderr = self.results.get(call.command, (0, status, ""))
+        outcome = self.results.get(call.command) or self.default(call)
+        if isinstance(outcome, Exception):
+            raise outcome
+        returncode, stdout, stderr = outcome() if callable(outcome) else outcome
         return subprocess.CompletedProcess(args, returncode, stdout, stderr)
+
+    def default(self, call: HelmCall) -> tuple[int, str, str]:
+        if call.command == "status":
+            return 0, json.dumps({"name": call.args[2], "version": 3}), ""
+        if call.command == "history":
+            if self.history is None:
+                return 1, "", "Error: release: not found\n"
+            return 0, json.dumps(self.history), ""
+        if call.command == "template":
+            return 0, self.rendered, ""
+        return 0, "", ""
 
     def commands(self) -> list[str]:
         return [call.command for call in self.calls]

