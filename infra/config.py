@@ -400,9 +400,11 @@ class HyperPodConfig(_Strict):
     lifecycle: LifecycleOptions = LifecycleOptions()
     dependencies_chart: ChartConfig = ChartConfig()
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
-    # Create-only fields of existing instance groups are compared with hyperpod.lock.json; a change
-    # replaces the whole cluster and is refused unless this is true.
+    # Synth compares the create-only fields with config/locks/<project>.lock.json (the last deployed state,
+    # see infra/hyperpod/lock.py); a change that replaces the cluster is refused unless this is true.
     allow_cluster_replacement: bool = False
+    # Instance groups (deployed with nodes) that this config removes or renames: their nodes are terminated.
+    acknowledge_group_removal: list[Name63] = []
 
     @field_validator("instance_groups")
     @classmethod
@@ -412,6 +414,18 @@ class HyperPodConfig(_Strict):
         if dups:
             raise PydanticCustomError("dup", "instance group names must be unique, repeated: {d}", {"d": dups})
         return groups
+
+    @model_validator(mode="after")
+    def _acknowledged_groups_are_gone(self) -> HyperPodConfig:
+        # An acknowledgment left behind must not let a later removal of a group of that name pass silently.
+        present = {g.name for g in self.instance_groups}
+        for i, name in enumerate(self.acknowledge_group_removal):
+            if name in present:
+                raise ConfigError(
+                    f"hyperpod.acknowledge_group_removal.{i}", name,
+                    "the group is still in hyperpod.instance_groups; remove the acknowledgment",
+                )
+        return self
 
 
 # The metric families of the amazon-sagemaker-hyperpod-observability add-on and the levels each accepts, as AWS's
