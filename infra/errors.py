@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+# A problem is shown in at most this many characters: a 10 MB value must not make a 10 MB message.
+MAX_PROBLEM = 300
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= MAX_PROBLEM else text[: MAX_PROBLEM - 3] + "..."
+
 
 class ConfigError(ValueError):
     """A configuration mistake, reported before anything reaches AWS.
@@ -26,7 +33,7 @@ class ConfigError(ValueError):
 
     def _render(self) -> str:
         where = f" in {self.source}" if self.source else ""
-        return f"Invalid configuration{where}: " + "; ".join(self.problems) + "."
+        return f"Invalid configuration{where}: " + "; ".join(_cap(p) for p in self.problems) + "."
 
     def within(self, source: str) -> ConfigError:
         copy = ConfigError(self.key, self.value, self.reason, source=source)
