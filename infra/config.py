@@ -170,8 +170,9 @@ def _tag_text(value: str) -> str:
 TagKey = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_tag_text)]
 TagValue = Annotated[str, Field(max_length=256), AfterValidator(_tag_text)]
 
-# Helm chart versions are SemVer 2 (https://helm.sh/docs/topics/charts/#charts-and-versioning); an exact
-# version, not a range, so every deploy installs the same chart. Regular expression from https://semver.org/.
+# Helm chart versions must be SemVer 2 (Helm maintainers in https://github.com/helm/helm/issues/9728; "Helm
+# uses SemVer 2", https://helm.sh/docs/v2/chart_best_practices/conventions). An exact version, not a range,
+# so every deploy installs the same chart. Regular expression from https://semver.org/.
 _SEMVER = (r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
            r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
            r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")

@@ -23,8 +23,8 @@ from infra.errors import ConfigError
 MAX_FILE_BYTES = 1_000_000
 MAX_DEPTH = 40
 MAX_STRING = 8192
-# Bidirectional formatting characters (Unicode "Trojan Source" set, CVE-2021-42574): they make text read
-# differently from what it is.
+# Bidirectional formatting characters ("Trojan Source", CVE-2021-42574; the list of
+# https://lintian.debian.org/tags/unicode-trojan): they make text read differently from what it is.
 BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # Control characters a string value may hold (multi-line values such as scripts or chart values).
 ALLOWED_CONTROLS = frozenset("\t\n")
