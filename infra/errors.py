@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-# A problem is shown in at most this many characters: a 10 MB value must not make a 10 MB message.
+# A value, and a problem reported by the validator (which may quote the value), are shown in at most this
+# many characters: a 10 MB value must not make a 10 MB message.
+MAX_VALUE = 100
 MAX_PROBLEM = 300
 
 
-def _cap(text: str) -> str:
-    return text if len(text) <= MAX_PROBLEM else text[: MAX_PROBLEM - 3] + "..."
+def _cap(text: str, limit: int = MAX_PROBLEM) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class ConfigError(ValueError):
@@ -28,12 +30,12 @@ class ConfigError(ValueError):
 
     @property
     def detail(self) -> str:
-        shown = "" if self.value is None else f" (got {self.value!r})"
+        shown = "" if self.value is None else f" (got {_cap(repr(self.value), MAX_VALUE)})"
         return f"{self.key}: {self.reason}{shown}"
 
     def _render(self) -> str:
         where = f" in {self.source}" if self.source else ""
-        return f"Invalid configuration{where}: " + "; ".join(_cap(p) for p in self.problems) + "."
+        return f"Invalid configuration{where}: " + "; ".join(self.problems) + "."
 
     def within(self, source: str) -> ConfigError:
         copy = ConfigError(self.key, self.value, self.reason, source=source)
@@ -45,7 +47,7 @@ class ConfigError(ValueError):
     def many(cls, source: str, problems: list[str]) -> ConfigError:
         first = problems[0] if problems else "<root>: invalid"
         error = cls(first.split(":", 1)[0], None, first.split(":", 1)[-1].strip(), source=source)
-        error.problems = list(problems)
+        error.problems = [_cap(p) for p in problems]
         error.args = (error._render(),)
         return error
 

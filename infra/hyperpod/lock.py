@@ -141,7 +141,9 @@ def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list
     for key, before in locked.get("resources", {}).items():
         after = now.get(key)
         if after is None:
-            if not before.get("Retained"):
+            if before["Type"] not in PROTECTED_TYPES:
+                reasons.append(f"{key} ({before['Type']}) is no longer what the protected resources point at")
+            elif not before.get("Retained"):
                 reasons.append(f"{key} ({before['Type']}) disappears: CloudFormation deletes it")
             continue
         for path in sorted(set(before["CreateOnly"]) | set(after["CreateOnly"])):
