@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import os
 import stat
@@ -10,8 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import boto3
 import pytest
 import yaml
+from botocore.stub import Stubber
 
 from infra.config import parse_config
 from infra.errors import ConfigError
@@ -175,6 +178,39 @@ def test_an_interrupted_write_keeps_the_old_lock(tmp_path):
         write_atomically(path, {"version": 2, "resources": {"x": object()}})
     assert json.loads(path.read_text()) == {"version": 2, "resources": {}}
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def _promote_script():
+    spec = importlib.util.spec_from_file_location("promote_lock", ROOT / "scripts" / "promote_lock.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lock_rebuilt_from_the_deployed_stacks(tmp_path, monkeypatch, default_synth):
+    """--from-stacks records what CloudFormation holds; a stack not deployed yet is skipped."""
+    out = tmp_path / "cdk.out"
+    write_atomically(out / CANDIDATE_NAME, snapshot(default_synth.templates, "hyperpod-dev"))
+    stacks = sorted(default_synth.templates)
+    artifacts = {name: {"type": "aws:cloudformation:stack", "properties": {"stackName": name}} for name in stacks}
+    (out / "manifest.json").write_text(json.dumps({"artifacts": artifacts}))
+    client = boto3.client("cloudformation", region_name="us-west-2")
+    stub = Stubber(client)
+    assert "hyperpod-dev-observability" in stacks
+    deployed = {name: default_synth.templates[name] for name in stacks if name != "hyperpod-dev-observability"}
+    for name in stacks:
+        params = {"StackName": name, "TemplateStage": "Original"}
+        if name in deployed:
+            stub.add_response("get_template", {"TemplateBody": json.dumps(deployed[name])}, params)
+        else:
+            stub.add_client_error("get_template", "ValidationError", f"Stack with id {name} does not exist",
+                                  expected_params=params)
+    stub.activate()
+    monkeypatch.setattr(boto3, "client", lambda service, **_: client)
+    path = _promote_script().from_stacks(out, tmp_path / "locks")
+    stub.assert_no_pending_responses()
+    assert read_lock(path) == snapshot(deployed, "hyperpod-dev") == snapshot(default_synth.templates, "hyperpod-dev")
 
 
 def _run_app(config_path: Path, lock_dir: Path, outdir: Path) -> subprocess.CompletedProcess[str]:
