@@ -40,8 +40,10 @@ bootstrap: $(STAMP)
 diff: $(STAMP)
 	$(CDK) diff -c config=$(CONFIG)
 
+# The replacement lock records what was deployed: the candidate of this synth is promoted only on success.
 deploy: $(STAMP)
 	$(CDK) deploy --all -c config=$(CONFIG)
+	$(PY) scripts/promote_lock.py cdk.out
 
 destroy: $(STAMP)
 	$(CDK) destroy --all -c config=$(CONFIG)

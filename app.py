@@ -1,31 +1,47 @@
 #!/usr/bin/env python3
-"""Entry point: load the config named by `-c config=PATH` (default config/default.yaml) and build the stacks."""
+"""Entry point: load the config named by `-c config=PATH` (default config/default.yaml) and build the stacks.
+
+After synth the replacement guard compares the templates with the project's lock of the deployed state
+(`-c lock_dir=DIR`, default config/locks) and leaves its candidate lock in the cloud assembly.
+"""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from aws_cdk import App
 
 from infra.config import load_config
 from infra.errors import ConfigError
-from infra.hyperpod.lock import guard_replacement, lock_path_for
+from infra.hyperpod.lock import CANDIDATE_NAME, LOCK_DIR, guard_replacement, lock_path, write_atomically
 from stacks.app_builder import build_app
 
+ROOT = Path(__file__).resolve().parent
 DEFAULT_CONFIG = "config/default.yaml"
 
 
 def main() -> None:
     app = App()
-    path = app.node.try_get_context("config") or DEFAULT_CONFIG
+    path = Path(app.node.try_get_context("config") or DEFAULT_CONFIG)
+    lock_dir = Path(app.node.try_get_context("lock_dir") or ROOT / LOCK_DIR)
     try:
         config = load_config(path)
-        guard_replacement(config, lock_path_for(path))
+        legacy = path.with_name(f"{path.stem}.lock.json")
+        if legacy.is_file() and not lock_path(lock_dir, config.project).is_file():
+            raise ConfigError(
+                "replacement lock", str(legacy),
+                f"an old-format lock beside the config; locks now live in {lock_dir}/<project>.lock.json: rebuild "
+                "it from the deployed stacks with scripts/promote_lock.py --from-stacks, then delete the old file",
+            )
         build_app(app, config)
+        assembly = app.synth()
+        templates = {stack.stack_name: stack.template for stack in assembly.stacks}
+        candidate = guard_replacement(config, templates, lock_dir)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    app.synth()
+    write_atomically(Path(assembly.directory) / CANDIDATE_NAME, candidate)
 
 
 if __name__ == "__main__":

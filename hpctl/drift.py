@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY
+
 # Effects, from harmless to destructive.
 UPDATE = "update"  # UpdateCluster in place
 ADD = "add group"
@@ -31,6 +33,10 @@ def _group_config(group: Any) -> dict[str, Any]:
     }
 
 
+# Config field -> the API's name for it in DescribeCluster's instance groups.
+_API_NAMES = {"instance_type": "InstanceType", "threads_per_core": "ThreadsPerCore"}
+
+
 def _group_deployed(group: dict[str, Any]) -> dict[str, Any]:
     return {
         "instance_type": group.get("InstanceType"),
@@ -41,7 +47,7 @@ def _group_deployed(group: dict[str, Any]) -> dict[str, Any]:
 
 
 # Create-only inside an existing instance group: a change replaces the whole cluster.
-_REPLACING_FIELDS = {"instance_type", "threads_per_core"}
+_REPLACING_FIELDS = {field for field, api in _API_NAMES.items() if api in HYPERPOD_GROUP_CREATE_ONLY}
 
 
 def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:

@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 
 from hpctl import cluster as api
 from hpctl.errors import describe_aws_error, error_code, is_not_found
+from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, dotted
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 
@@ -210,27 +211,19 @@ def check_identity_center(cfg: Any, clients: Any) -> list[Check]:
 # --- Would the new synth replace the EKS or HyperPod cluster? ---------------------------------------
 
 # Create-only properties (a change replaces the resource), from the CloudFormation resource schemas.
-EKS_CREATE_ONLY = (
-    "Name",
-    "RoleArn",
-    "EncryptionConfig",
-    "KubernetesNetworkConfig.IpFamily",
-    "KubernetesNetworkConfig.ServiceIpv4Cidr",
-    "OutpostConfig",
-    "AccessConfig.BootstrapClusterCreatorAdminPermissions",
-    "BootstrapSelfManagedAddons",
-)
+EKS_CREATE_ONLY = dotted("AWS::EKS::Cluster")
 # Updatable in place, but EKS only accepts subnets in the AZs chosen at creation: a risky change.
 EKS_RESTRICTED = ("ResourcesVpcConfig.SubnetIds", "ResourcesVpcConfig.SecurityGroupIds")
-SAGEMAKER_CREATE_ONLY = ("ClusterName", "VpcConfig", "Orchestrator")
-SAGEMAKER_GROUP_CREATE_ONLY = ("InstanceType", "ExecutionRole", "ThreadsPerCore", "OverrideVpcConfig")
+# The stack suffix and the stateful resource type each replacement check looks at.
+REPLACEMENT_CHECKS = (("eks", "AWS::EKS::Cluster"), ("hyperpod", "AWS::SageMaker::Cluster"),
+                      ("storage", "AWS::FSx::FileSystem"))
 
 _MISSING = object()
 
 
-def _get(props: dict[str, Any], dotted: str) -> Any:
+def _get(props: dict[str, Any], path: str) -> Any:
     value: Any = props
-    for part in dotted.split("."):
+    for part in path.split("."):
         if not isinstance(value, dict) or part not in value:
             return _MISSING
         value = value[part]
@@ -265,17 +258,15 @@ def compare_templates(deployed: dict[str, Any], synth: dict[str, Any], resource_
             )
             continue
         new_props = new[logical_id]
+        problems += [f"{logical_id}.{p} changes" for p in _changed(old_props, new_props, dotted(resource_type))]
         if resource_type == "AWS::EKS::Cluster":
-            problems += [f"{logical_id}.{p} changes" for p in _changed(old_props, new_props, EKS_CREATE_ONLY)]
             warnings += [
                 f"{logical_id}.{p} changes (EKS accepts only subnets in the original AZs)"
                 for p in _changed(old_props, new_props, EKS_RESTRICTED)
             ]
-        else:
-            problems += [
-                f"{logical_id}.{p} changes" for p in _changed(old_props, new_props, SAGEMAKER_CREATE_ONLY)
-            ]
+        if resource_type == "AWS::SageMaker::Cluster":
             problems += _group_changes(logical_id, old_props, new_props)
+            warnings += _group_removals(logical_id, old_props, new_props)
     if problems:
         return FAIL, "would REPLACE: " + "; ".join(problems)
     if warnings:
@@ -289,9 +280,19 @@ def _group_changes(logical_id: str, old: dict[str, Any], new: dict[str, Any]) ->
     problems = []
     for name, group in old_groups.items():
         if name in new_groups:
-            for p in _changed(group, new_groups[name], SAGEMAKER_GROUP_CREATE_ONLY):
+            for p in _changed(group, new_groups[name], HYPERPOD_GROUP_CREATE_ONLY):
                 problems.append(f"{logical_id} group {name}: {p} changes")
     return problems
+
+
+def _group_removals(logical_id: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Groups with nodes that the synth drops (removed or renamed): the deploy terminates their nodes."""
+    kept = {g.get("InstanceGroupName") for g in new.get("InstanceGroups", []) if isinstance(g, dict)}
+    return [
+        f"{logical_id} group {g.get('InstanceGroupName')} is removed: its {g.get('InstanceCount')} nodes are terminated"
+        for g in old.get("InstanceGroups", [])
+        if isinstance(g, dict) and g.get("InstanceGroupName") not in kept and (g.get("InstanceCount") or 0) > 0
+    ]
 
 
 def _parse_body(body: Any) -> dict[str, Any]:
@@ -359,7 +360,9 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += _guard("quotas", lambda: check_quotas(cfg, clients))
     checks += _guard("subnet-ips", lambda: check_subnet_ips(cfg, clients, deployed))
     checks += _guard("identity-center", lambda: check_identity_center(cfg, clients))
-    for suffix, resource_type in (("eks", "AWS::EKS::Cluster"), ("hyperpod", "AWS::SageMaker::Cluster")):
+    for suffix, resource_type in REPLACEMENT_CHECKS:
+        if suffix == "storage" and not cfg.storage.fsx_lustre.enabled:
+            continue  # no storage stack in the synth
         stack = f"{cfg.project}-{suffix}"
         checks += _guard(
             f"no-replace {stack}", lambda s=stack, t=resource_type: check_replacement(clients, s, t, cdk_out)

@@ -5,22 +5,25 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+import unicodedata
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from infra.config_file import read_config_document
 from infra.errors import ConfigError
 from infra.ip_plan import ips_per_instance, subnet_capacity
 
@@ -108,7 +111,78 @@ def _retention_days(value: int) -> int:
     return value
 
 
-RetentionDays = Annotated[int, AfterValidator(_retention_days)]
+RetentionDays = Annotated[StrictInt, AfterValidator(_retention_days)]
+
+
+def _whole_number(value: Any) -> Any:
+    # pydantic's lax mode reads YAML `true` as 1 and 2.0 as 2; where a number is expected either is a mistake.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PydanticCustomError("int_type", "expected a whole number, got {v}", {"v": value})
+    return value
+
+
+# For Literal numbers, which pydantic cannot validate strictly.
+WholeNumber = BeforeValidator(_whole_number)
+
+# Kubernetes label and taint syntax (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/,
+# "Syntax and character set"): a key is an optional DNS-subdomain prefix of at most 253 characters and "/",
+# then a name of 1-63 characters, alphanumeric at both ends with "-", "_", "." between; a value is empty or
+# 1-63 characters of the same form.
+_K8S_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _k8s_key(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if "/" in value and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        raise PydanticCustomError("k8s_key", "the prefix before '/' must be a DNS subdomain of at most 253 "
+                                  "characters (lower case, digits, '-', '.'), got {v}", {"v": value})
+    if not _K8S_NAME.match(name):
+        raise PydanticCustomError("k8s_key", "not a Kubernetes key: the name must be 1-63 characters, "
+                                  "alphanumeric at both ends with '-', '_' or '.' between, got {v}", {"v": value})
+    return value
+
+
+def _k8s_value(value: str) -> str:
+    if value and not _K8S_NAME.match(value):
+        raise PydanticCustomError("k8s_value", "not a Kubernetes label value: empty or 1-63 characters, "
+                                  "alphanumeric at both ends with '-', '_' or '.' between, got {v}", {"v": value})
+    return value
+
+
+K8sKey = Annotated[str, AfterValidator(_k8s_key)]
+K8sValue = Annotated[str, AfterValidator(_k8s_value)]
+
+
+# Tags as the CloudFormation resource schemas take them (cfn-lint's AWS::SageMaker::Cluster schema, Tag):
+# key 1-128 and value 0-256 characters of Unicode letters, digits, whitespace and _ . : / = + - @, and
+# neither may start with "aws:", which AWS reserves.
+def _tag_text(value: str) -> str:
+    if value.lower().startswith("aws:"):
+        raise PydanticCustomError("tag", "the aws: prefix is reserved for AWS, got {v}", {"v": value})
+    bad = [c for c in value if not (unicodedata.category(c)[0] in "LNZ" or c in "_.:/=+-@")]
+    if bad:
+        raise PydanticCustomError("tag", "tags take letters, digits, spaces and _ . : / = + - @ only, got {c!r}",
+                                  {"c": bad[0]})
+    return value
+
+
+TagKey = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_tag_text)]
+TagValue = Annotated[str, Field(max_length=256), AfterValidator(_tag_text)]
+
+# Helm chart versions must be SemVer 2 (Helm maintainers in https://github.com/helm/helm/issues/9728; "Helm
+# uses SemVer 2", https://helm.sh/docs/v2/chart_best_practices/conventions). An exact version, not a range,
+# so every deploy installs the same chart. Regular expression from https://semver.org/.
+_SEMVER = (r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+           r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+           r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
+ExactVersion = Annotated[str, Field(pattern=_SEMVER)]
+
+
+def path_escapes(value: str) -> bool:
+    """True when a relative path from the config could lead outside the project: absolute, ~ or '..'."""
+    path = Path(value)
+    return path.is_absolute() or value.startswith("~") or ".." in path.parts
 IamArn = Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[\w+=,.@/:-]+$")]
 
 
@@ -285,23 +359,23 @@ DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
 
 
 class Taint(_Strict):
-    key: str = Field(min_length=1, max_length=253)
-    value: str | None = None
+    key: K8sKey
+    value: K8sValue | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
 class InstanceGroupConfig(_Strict):
     name: Name63
     instance_type: str
-    instance_count: int = Field(ge=0, le=6758)
+    instance_count: StrictInt = Field(ge=0, le=6758)
     az_id: AzId
-    threads_per_core: Literal[1, 2] = 1
-    ebs_volume_gb: int = Field(default=500, ge=1, le=16384)
+    threads_per_core: Annotated[Literal[1, 2], WholeNumber] = 1
+    ebs_volume_gb: StrictInt = Field(default=500, ge=1, le=16384)
     deep_health_checks: list[DeepHealthCheck] = []
     training_plan_arn: str | None = Field(
         default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*$"
     )
-    labels: dict[str, str] = {}
+    labels: dict[K8sKey, K8sValue] = {}
     taints: list[Taint] = []
 
     @field_validator("instance_type")
@@ -353,7 +427,7 @@ class ChartConfig(_Strict):
     revision: str = Field(default=DEPENDENCIES_CHART_REVISION, pattern=r"^[0-9a-f]{40}$")
     chart_path: str = "helm_chart/HyperPodHelmChart"
     oci_uri: str | None = Field(default=None, pattern=r"^oci://[\w./:-]+$")
-    version: str | None = None
+    version: ExactVersion | None = None
     local_path: str | None = None
     values: dict[str, Any] = {}
 
@@ -378,7 +452,7 @@ class LifecycleOptions(_Strict):
 
     containerd_on_opt_sagemaker: bool = True
     fsx_lustre_client: bool = False
-    secondary_volume_wait_seconds: int = Field(default=300, ge=10, le=3600)
+    secondary_volume_wait_seconds: StrictInt = Field(default=300, ge=10, le=3600)
 
     def render(self) -> str:
         values = {
@@ -396,13 +470,19 @@ class HyperPodConfig(_Strict):
     node_recovery: Literal["Automatic", "None"] = "Automatic"
     node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
     lifecycle_scripts_dir: str = "lifecycle_scripts"
-    on_create_script: str = "on_create.sh"
+    # CloudFormation takes at most 128 characters (LifeCycleConfig.OnCreate in the AWS::SageMaker::Cluster schema).
+    on_create_script: str = Field(default="on_create.sh", min_length=1, max_length=128)
     lifecycle: LifecycleOptions = LifecycleOptions()
     dependencies_chart: ChartConfig = ChartConfig()
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
-    # Create-only fields of existing instance groups are compared with hyperpod.lock.json; a change
-    # replaces the whole cluster and is refused unless this is true.
+    # Synth compares the create-only fields with config/locks/<project>.lock.json (the last deployed state,
+    # see infra/hyperpod/lock.py); a change that replaces the cluster is refused unless this is true.
     allow_cluster_replacement: bool = False
+    # Instance groups (deployed with nodes) that this config removes or renames: their nodes are terminated.
+    acknowledge_group_removal: list[Name63] = []
+    # lifecycle_scripts_dir and dependencies_chart.local_path / chart_path must stay inside the project
+    # (relative, no "..") unless this is true.
+    allow_paths_outside_project: bool = False
 
     @field_validator("instance_groups")
     @classmethod
@@ -412,6 +492,33 @@ class HyperPodConfig(_Strict):
         if dups:
             raise PydanticCustomError("dup", "instance group names must be unique, repeated: {d}", {"d": dups})
         return groups
+
+    @model_validator(mode="after")
+    def _paths_inside_project(self) -> HyperPodConfig:
+        chart = self.dependencies_chart
+        paths = [("hyperpod.lifecycle_scripts_dir", self.lifecycle_scripts_dir),
+                 ("hyperpod.dependencies_chart.chart_path", chart.chart_path),
+                 ("hyperpod.dependencies_chart.local_path", chart.local_path)]
+        for key, value in paths:
+            if value is not None and path_escapes(value) and not self.allow_paths_outside_project:
+                raise ConfigError(
+                    key, value,
+                    "leads outside the project (absolute, ~ or '..'); use a path inside it, or set "
+                    "hyperpod.allow_paths_outside_project: true",
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _acknowledged_groups_are_gone(self) -> HyperPodConfig:
+        # An acknowledgment left behind must not let a later removal of a group of that name pass silently.
+        present = {g.name for g in self.instance_groups}
+        for i, name in enumerate(self.acknowledge_group_removal):
+            if name in present:
+                raise ConfigError(
+                    f"hyperpod.acknowledge_group_removal.{i}", name,
+                    "the group is still in hyperpod.instance_groups; remove the acknowledgment",
+                )
+        return self
 
 
 # The metric families of the amazon-sagemaker-hyperpod-observability add-on and the levels each accepts, as AWS's
@@ -518,8 +625,8 @@ class FsxLustreConfig(_Strict):
 
     enabled: bool = False
     # PERSISTENT_2 takes 1200 GiB or a multiple of 2400 GiB.
-    capacity_gib: int = Field(default=1200, ge=1200, le=2_400_000)
-    throughput_per_tib: Literal[125, 250, 500, 1000] = 250
+    capacity_gib: StrictInt = Field(default=1200, ge=1200, le=2_400_000)
+    throughput_per_tib: Annotated[Literal[125, 250, 500, 1000], WholeNumber] = 250
     # The AZ ID of the HyperPod subnet to place it in; default: the first HyperPod subnet.
     az_id: AzId | None = None
     # Optional S3 data repository association: s3://bucket/prefix linked at file_system_path.
@@ -571,7 +678,7 @@ class AppConfig(_Strict):
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
     # Remove data-bearing resources (buckets, log groups, keys) on cdk destroy instead of retaining them.
     destroy_data_on_delete: bool = False
-    tags: dict[str, str] = {}
+    tags: dict[TagKey, TagValue] = {}
 
     @field_validator("region")
     @classmethod
@@ -689,13 +796,5 @@ def parse_config(data: Any, source: str = "<config>") -> AppConfig:
 
 
 def load_config(path: str | Path) -> AppConfig:
-    """Read and validate a YAML config file."""
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError("config", str(path), "no such file")
-    try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        # PyYAML's message spans lines (problem, then a caret under the snippet): keep the error one line.
-        raise ConfigError("config", str(path), f"not valid YAML: {' '.join(str(error).split())}") from None
-    return parse_config(data, source=str(path))
+    """Read and validate a YAML config file (read safely: see infra.config_file)."""
+    return parse_config(read_config_document(Path(path)), source=str(path))

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+# A value, and a problem reported by the validator (which may quote the value), are shown in at most this
+# many characters: a 10 MB value must not make a 10 MB message.
+MAX_VALUE = 100
+MAX_PROBLEM = 300
+
+
+def _cap(text: str, limit: int = MAX_PROBLEM) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
 
 class ConfigError(ValueError):
     """A configuration mistake, reported before anything reaches AWS.
@@ -21,7 +30,7 @@ class ConfigError(ValueError):
 
     @property
     def detail(self) -> str:
-        shown = "" if self.value is None else f" (got {self.value!r})"
+        shown = "" if self.value is None else f" (got {_cap(repr(self.value), MAX_VALUE)})"
         return f"{self.key}: {self.reason}{shown}"
 
     def _render(self) -> str:
@@ -38,7 +47,7 @@ class ConfigError(ValueError):
     def many(cls, source: str, problems: list[str]) -> ConfigError:
         first = problems[0] if problems else "<root>: invalid"
         error = cls(first.split(":", 1)[0], None, first.split(":", 1)[-1].strip(), source=source)
-        error.problems = list(problems)
+        error.problems = [_cap(p) for p in problems]
         error.args = (error._render(),)
         return error
 

@@ -1,76 +1,248 @@
-"""The replacement guard: a committed lock file of the HyperPod cluster's create-only fields.
+"""The replacement guard: a committed lock of the create-only state that was last DEPLOYED.
 
-AWS::SageMaker::Cluster replaces the WHOLE cluster (every node, every running job) when a create-only
-field changes: the cluster name, VpcConfig, the orchestrator, and inside an existing instance group its
-type, threads per core, execution role or subnet. ``<config>.lock.json`` next to the config file records
-those fields as first synthesized. Synth compares the config with it and refuses a change that would
-replace the cluster unless ``hyperpod.allow_cluster_replacement`` is true. Groups that are added or
-removed are simply recorded: those are in-place updates. Commit the lock file with the config.
+CloudFormation replaces a resource when one of its create-only properties changes; for the HyperPod cluster
+that terminates every node and every running job, for FSx it is a new, empty file system. The lock records,
+from the synthesized templates, the create-only properties (``infra.create_only``) of the HyperPod and EKS
+clusters and the FSx file system, and of every resource those properties point at, through ``Ref``,
+``Fn::GetAtt``, ``Fn::Sub`` and cross-stack exports: subnets, security groups, the VPC and its CIDRs, the
+execution role. It also records each instance group's create-only fields and instance count.
+
+- Every synth compares its templates with ``config/locks/<project>.lock.json`` (keyed by the project, so
+  moving or renaming the config file changes nothing) and refuses a replacement unless
+  ``hyperpod.allow_cluster_replacement`` is true, and the removal or renaming of an instance group that had
+  nodes unless the group is listed in ``hyperpod.acknowledge_group_removal``. A synth writes nothing to the
+  lock: it leaves its candidate in ``cdk.out/replacement-lock.json``.
+- ``make deploy`` promotes the candidate to the lock only after ``cdk deploy`` succeeded
+  (``scripts/promote_lock.py``), so the lock always describes what was deployed. Writes are atomic.
+- Without a lock (a first deploy) nothing is compared; ``hpctl preflight`` compares the same create-only
+  properties with the deployed stacks' templates when credentials are at hand.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from infra.config import AppConfig, eks_cluster_name
+from infra.config import AppConfig
+from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, RESOURCE_TYPES, create_only_paths, lookup
 from infra.errors import ConfigError
 
-LOCK_VERSION = 1
+LOCK_VERSION = 2
+LOCK_DIR = Path("config") / "locks"
+CANDIDATE_NAME = "replacement-lock.json"
+# The stateful resources the guard starts from; what their create-only properties reference is guarded too.
+PROTECTED_TYPES = ("AWS::SageMaker::Cluster", "AWS::EKS::Cluster", "AWS::FSx::FileSystem")
+_SUB_REFERENCE = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
+_SHOWN = 80  # characters of a value shown in a message
+
+Templates = dict[str, dict[str, Any]]
 
 
-def lock_path_for(config_path: str | Path) -> Path:
-    path = Path(config_path)
-    return path.with_name(f"{path.stem}.lock.json")
+def lock_path(lock_dir: Path, project: str) -> Path:
+    return Path(lock_dir) / f"{project}.lock.json"
 
 
-def create_only_fields(config: AppConfig) -> dict[str, Any]:
-    subnets = [s.subnet_id or str(s.cidr) for s in config.network.hyperpod_subnets]
+def _references(value: Any) -> Iterator[tuple[str, str]]:
+    """('resource', logical ID) and ('export', name) for every reference inside a property value."""
+    if isinstance(value, dict):
+        if set(value) == {"Ref"} and isinstance(value["Ref"], str):
+            yield "resource", value["Ref"]
+            return
+        if set(value) == {"Fn::GetAtt"}:
+            target = value["Fn::GetAtt"]
+            name = target[0] if isinstance(target, list) else str(target).split(".")[0]
+            yield "resource", str(name)
+            return
+        if set(value) == {"Fn::ImportValue"} and isinstance(value["Fn::ImportValue"], str):
+            yield "export", value["Fn::ImportValue"]
+            return
+        if set(value) == {"Fn::Sub"}:
+            text = value["Fn::Sub"][0] if isinstance(value["Fn::Sub"], list) else value["Fn::Sub"]
+            for name in _SUB_REFERENCE.findall(str(text)):
+                yield "resource", name
+        for child in value.values():
+            yield from _references(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _references(child)
+
+
+def _create_only_values(resource: dict[str, Any]) -> dict[str, Any]:
+    properties = resource.get("Properties") or {}
+    values = {"/".join(path): lookup(properties, path) for path in create_only_paths(resource["Type"])}
+    return {path: value for path, value in values.items() if value is not None}
+
+
+def _groups(resource: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    groups = (resource.get("Properties") or {}).get("InstanceGroups") or []
     return {
-        "version": LOCK_VERSION,
-        "cluster_name": config.hyperpod.cluster_name,
-        "eks_cluster": eks_cluster_name(config),
-        "hyperpod_subnets": subnets,
-        "instance_groups": config.create_only_fingerprint,
+        g["InstanceGroupName"]: {
+            **{f: g.get(f) for f in HYPERPOD_GROUP_CREATE_ONLY if g.get(f) is not None},
+            "InstanceCount": g.get("InstanceCount"),
+        }
+        for g in groups
+        if isinstance(g, dict) and isinstance(g.get("InstanceGroupName"), str)
     }
 
 
-def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """What in ``current`` would replace the cluster recorded in ``locked``; empty when nothing would."""
-    reasons = []
-    for key, label in (("cluster_name", "hyperpod.cluster_name"), ("eks_cluster", "project (EKS cluster name)"),
-                       ("hyperpod_subnets", "network.hyperpod_subnets (the cluster's VpcConfig)")):
-        if locked.get(key) != current.get(key):
-            reasons.append(f"{label} changes from {locked.get(key)!r} to {current.get(key)!r}")
-    for name, fields in current["instance_groups"].items():
-        before = locked.get("instance_groups", {}).get(name)
-        if before is None:
+def snapshot(templates: Templates, project: str) -> dict[str, Any]:
+    """The create-only state of synthesized (or deployed) templates, keyed ``<stack>/<logical ID>``."""
+    exports: dict[str, tuple[str, Any]] = {}
+    for stack, template in templates.items():
+        for output in (template.get("Outputs") or {}).values():
+            name = (output.get("Export") or {}).get("Name")
+            if isinstance(name, str):
+                exports[name] = (stack, output.get("Value"))
+    recorded: dict[str, Any] = {}
+    pending = [
+        (stack, logical_id)
+        for stack, template in templates.items()
+        for logical_id, resource in (template.get("Resources") or {}).items()
+        if resource.get("Type") in PROTECTED_TYPES
+    ]
+    while pending:
+        stack, logical_id = pending.pop()
+        key = f"{stack}/{logical_id}"
+        resource = (templates[stack].get("Resources") or {}).get(logical_id)
+        if key in recorded or resource is None or resource.get("Type") not in RESOURCE_TYPES:
             continue
-        for field, value in fields.items():
-            if before.get(field) != value:
-                reasons.append(
-                    f"hyperpod.instance_groups[{name}].{field} changes from {before.get(field)!r} to {value!r}"
-                )
+        entry: dict[str, Any] = {"Type": resource["Type"], "CreateOnly": _create_only_values(resource),
+                                 "Retained": resource.get("DeletionPolicy") == "Retain"}
+        followed: list[Any] = list(entry["CreateOnly"].values())
+        if resource["Type"] == "AWS::SageMaker::Cluster":
+            entry["InstanceGroups"] = _groups(resource)
+            followed += list(entry["InstanceGroups"].values())
+        recorded[key] = entry
+        queue = [(stack, value) for value in followed]
+        while queue:
+            where, value = queue.pop()
+            for kind, name in _references(value):
+                if kind == "resource":
+                    pending.append((where, name))
+                elif name in exports:
+                    queue.append(exports[name])
+    return {"version": LOCK_VERSION, "project": project, "resources": dict(sorted(recorded.items()))}
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What in ``current`` would replace (or delete) a resource recorded in ``locked``; empty when nothing."""
+    reasons = []
+    now = current.get("resources", {})
+    for key, before in locked.get("resources", {}).items():
+        after = now.get(key)
+        if after is None:
+            if before["Type"] not in PROTECTED_TYPES:
+                reasons.append(f"{key} ({before['Type']}) is no longer what the protected resources point at")
+            elif not before.get("Retained"):
+                reasons.append(f"{key} ({before['Type']}) disappears: CloudFormation deletes it")
+            continue
+        for path in sorted(set(before["CreateOnly"]) | set(after["CreateOnly"])):
+            was, will = before["CreateOnly"].get(path), after["CreateOnly"].get(path)
+            if was != will:
+                reasons.append(f"{key} ({before['Type']}) {path} changes from {_show(was)} to {_show(will)}")
+        groups_after = after.get("InstanceGroups", {})
+        for name, group in before.get("InstanceGroups", {}).items():
+            if name not in groups_after:
+                continue
+            for field in HYPERPOD_GROUP_CREATE_ONLY:
+                if group.get(field) != groups_after[name].get(field):
+                    reasons.append(
+                        f"hyperpod.instance_groups[{name}] {field} changes from {_show(group.get(field))} "
+                        f"to {_show(groups_after[name].get(field))}"
+                    )
     return reasons
 
 
-def guard_replacement(config: AppConfig, lock_path: Path) -> bool:
-    """Refuse a config that would replace the HyperPod cluster, then record it; True if the lock changed."""
-    current = create_only_fields(config)
-    if lock_path.is_file():
-        locked = json.loads(lock_path.read_text(encoding="utf-8"))
-        reasons = replacement_reasons(locked, current)
-        if reasons and not config.hyperpod.allow_cluster_replacement:
-            raise ConfigError(
-                "hyperpod",
-                None,
-                "this change would REPLACE the whole HyperPod cluster, terminating every node ("
-                + "; ".join(reasons)
-                + f"). Create a new instance group instead, or set hyperpod.allow_cluster_replacement: true "
-                f"to accept the replacement (compared with {lock_path})",
-            )
-        if locked == current:
-            return False
-    lock_path.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return True
+def removed_groups(locked: dict[str, Any], current: dict[str, Any]) -> dict[str, int]:
+    """Instance groups recorded with nodes that ``current`` no longer has (removed or renamed): name -> count."""
+    gone: dict[str, int] = {}
+    now = current.get("resources", {})
+    for key, before in locked.get("resources", {}).items():
+        after = now.get(key, {}).get("InstanceGroups", {})
+        for name, group in before.get("InstanceGroups", {}).items():
+            if name not in after and (group.get("InstanceCount") or 0) > 0:
+                gone[name] = group["InstanceCount"]
+    return gone
+
+
+def read_lock(path: Path) -> dict[str, Any] | None:
+    """The lock at ``path``, None when there is none; a lock of another format is refused, never ignored."""
+    if not path.is_file():
+        return None
+    try:
+        locked = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise ConfigError("replacement lock", str(path), f"not valid JSON ({error}); restore it from git") from None
+    if not isinstance(locked, dict) or locked.get("version") != LOCK_VERSION:
+        raise ConfigError(
+            "replacement lock", str(path),
+            f"not a version {LOCK_VERSION} lock; rebuild it from the deployed stacks (docs/safety.md) or restore it",
+        )
+    return locked
+
+
+def guard_replacement(config: AppConfig, templates: Templates, lock_dir: Path) -> dict[str, Any]:
+    """Refuse templates that would replace a protected resource or drop a group with nodes; return the snapshot.
+
+    Compares with the deployed state recorded in ``<lock_dir>/<project>.lock.json``; writes nothing.
+    """
+    current = snapshot(templates, config.project)
+    path = lock_path(lock_dir, config.project)
+    locked = read_lock(path)
+    if locked is None:
+        return current
+    reasons = replacement_reasons(locked, current)
+    if reasons and not config.hyperpod.allow_cluster_replacement:
+        raise ConfigError(
+            "hyperpod", None,
+            "this change would REPLACE deployed resources (a new HyperPod cluster terminates every node): "
+            + "; ".join(reasons)
+            + f". Create a new instance group instead, or set hyperpod.allow_cluster_replacement: true to accept "
+            f"the replacement (compared with {path})",
+        )
+    acknowledged = set(config.hyperpod.acknowledge_group_removal)
+    unacknowledged = {n: c for n, c in removed_groups(locked, current).items() if n not in acknowledged}
+    if unacknowledged:
+        listed = ", ".join(f"{name} ({count} nodes)" for name, count in sorted(unacknowledged.items()))
+        raise ConfigError(
+            "hyperpod.instance_groups", None,
+            f"removing or renaming a group terminates its nodes: {listed}. List the group names in "
+            f"hyperpod.acknowledge_group_removal to confirm (compared with {path})",
+        )
+    return current
+
+
+def write_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON to a temporary file beside ``path``, flush it to disk, then rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def promote(cdk_out: Path, lock_dir: Path) -> Path:
+    """After a successful deploy: make the candidate that synth left in ``cdk_out`` the project's lock."""
+    candidate = Path(cdk_out) / CANDIDATE_NAME
+    if not candidate.is_file():
+        raise ConfigError("replacement lock", str(candidate), "no candidate: run cdk synth or cdk deploy first")
+    data = json.loads(candidate.read_text(encoding="utf-8"))
+    path = lock_path(lock_dir, data["project"])
+    write_atomically(path, data)
+    return path

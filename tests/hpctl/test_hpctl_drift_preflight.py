@@ -353,25 +353,17 @@ def test_synth_template_found_through_the_manifest(tmp_path: Path) -> None:
     assert pf.find_synth_template(tmp_path, "hp-eks") == tmp_path / "EksStack.template.json"
 
 
-def test_create_only_lists_match_the_cloudformation_schemas() -> None:
-    """The hand-kept lists cover the createOnlyProperties of the bundled CloudFormation schemas."""
-    cfnlint = pytest.importorskip("cfnlint")
-    schemas = Path(cfnlint.__file__).parent / "data" / "schemas" / "resources"
-    found = {}
-    for path in schemas.glob("*.json"):
-        text = path.read_text(encoding="utf-8")
-        for rtype in ("AWS::EKS::Cluster", "AWS::SageMaker::Cluster"):
-            if f'"typeName": "{rtype}"' in text:
-                found[rtype] = json.loads(text).get("createOnlyProperties", [])
-    if not found:
-        pytest.skip("schemas not bundled")
+def test_a_removed_group_with_nodes_warns(tmp_path: Path) -> None:
+    synth = _edit(HP_TEMPLATE, lambda t: t["Resources"]["HyperPodCluster"]["Properties"].update(InstanceGroups=[]))
+    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster")
+    assert check.verdict == "warn" and "group workers is removed" in check.reason
 
-    def dotted(paths: list[str]) -> set[str]:
-        return {p.removeprefix("/properties/").replace("/", ".") for p in paths}
 
-    assert dotted(found["AWS::EKS::Cluster"]) <= set(pf.EKS_CREATE_ONLY)
-    covered = {p.split(".")[0] for p in dotted(found["AWS::SageMaker::Cluster"])}
-    assert covered <= set(pf.SAGEMAKER_CREATE_ONLY)
+def test_a_file_system_subnet_change_fails(tmp_path: Path) -> None:
+    deployed = {"Resources": {"Fs": {"Type": "AWS::FSx::FileSystem", "Properties": {"SubnetIds": ["subnet-a"]}}}}
+    synth = _edit(deployed, lambda t: t["Resources"]["Fs"]["Properties"].update(SubnetIds=["subnet-b"]))
+    check = _replacement(tmp_path, "hp-storage", deployed, synth, "AWS::FSx::FileSystem")
+    assert check.verdict == "fail" and "Fs.SubnetIds changes" in check.reason
 
 
 # --- preflight end to end -------------------------------------------------------------------------

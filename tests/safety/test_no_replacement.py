@@ -16,15 +16,13 @@ import json
 from typing import Any
 
 import pytest
-from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
 
+from infra.create_only import DATA_FILE, HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, from_cfn_lint, lookup
+from infra.hyperpod.lock import replacement_reasons, snapshot
 from infra.nag_pack import render
 from tests.conftest import Synthesized, mutate, synthesize_variant
 
 PROTECTED_TYPES = ("AWS::EC2::VPC", "AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket")
-# Create-only inside an existing instance group (AWS documentation; not expressed in the resource schema).
-INSTANCE_GROUP_CREATE_ONLY = ("InstanceGroupName", "InstanceType", "ExecutionRole", "ThreadsPerCore",
-                              "OverrideVpcConfig")
 
 # Observability pieces switched off, complementing conftest's observability_minimal_synth (container
 # insights, grafana and dashboard off): together every observability key is toggled once.
@@ -59,20 +57,6 @@ PAIRS = [
 ]
 
 
-def create_only_properties(resource_type: str) -> list[tuple[str, ...]]:
-    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-west-2", resource_type).schema
-    return [tuple(p.split("/")[2:]) for p in schema["createOnlyProperties"]]
-
-
-def _lookup(properties: dict[str, Any], path: tuple[str, ...]) -> Any:
-    value: Any = properties
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value
-
-
 def _is_protected(resource: dict[str, Any]) -> bool:
     if resource["Type"] != "AWS::S3::Bucket":
         return resource["Type"] in PROTECTED_TYPES
@@ -99,8 +83,8 @@ def replacement_causes(before: Synthesized, after: Synthesized) -> list[str]:
         if new is None:
             causes.append(f"{stack}/{logical_id} ({old['Type']}) is gone: its logical ID changed or it moved")
             continue
-        for path in create_only_properties(old["Type"]):
-            was, now = _lookup(old.get("Properties", {}), path), _lookup(new.get("Properties", {}), path)
+        for path in create_only_paths(old["Type"]):
+            was, now = lookup(old.get("Properties", {}), path), lookup(new.get("Properties", {}), path)
             if was != now:
                 causes.append(f"{stack}/{logical_id} create-only {'/'.join(path)}: {was!r} -> {now!r}")
         if old["Type"] == "AWS::SageMaker::Cluster":
@@ -117,22 +101,27 @@ def _instance_group_causes(stack: str, logical_id: str, old: dict[str, Any], new
     for name, was in groups(old).items():
         if name not in new_groups:
             continue  # removing a group is an update of the cluster, not a replacement
-        for field in INSTANCE_GROUP_CREATE_ONLY:
+        for field in HYPERPOD_GROUP_CREATE_ONLY:
             if was.get(field) != new_groups[name].get(field):
                 causes.append(f"{stack}/{logical_id} group {name} create-only {field}: "
                               f"{was.get(field)!r} -> {new_groups[name].get(field)!r}")
     return causes
 
 
+def test_the_create_only_file_is_the_installed_cfn_lint_schemas():
+    """infra/create_only_properties.json is current: regenerate it with `python -m infra.create_only`."""
+    assert json.loads(DATA_FILE.read_text()) == from_cfn_lint()
+
+
 def test_schemas_name_the_create_only_properties_we_rely_on():
-    assert ("ClusterName",) in create_only_properties("AWS::SageMaker::Cluster")
-    assert ("VpcConfig",) in create_only_properties("AWS::SageMaker::Cluster")
-    assert ("Name",) in create_only_properties("AWS::EKS::Cluster")
-    assert ("EncryptionConfig",) in create_only_properties("AWS::EKS::Cluster")
-    assert ("CidrBlock",) in create_only_properties("AWS::EC2::VPC")
-    assert ("BucketName",) in create_only_properties("AWS::S3::Bucket")
-    # The group-level fields are not in the schema, hence INSTANCE_GROUP_CREATE_ONLY.
-    assert not [p for p in create_only_properties("AWS::SageMaker::Cluster") if p[0] == "InstanceGroups"]
+    assert ("ClusterName",) in create_only_paths("AWS::SageMaker::Cluster")
+    assert ("VpcConfig",) in create_only_paths("AWS::SageMaker::Cluster")
+    assert ("Name",) in create_only_paths("AWS::EKS::Cluster")
+    assert ("EncryptionConfig",) in create_only_paths("AWS::EKS::Cluster")
+    assert ("CidrBlock",) in create_only_paths("AWS::EC2::VPC")
+    assert ("BucketName",) in create_only_paths("AWS::S3::Bucket")
+    # The group-level fields are not in the schema, hence HYPERPOD_GROUP_CREATE_ONLY.
+    assert not [p for p in create_only_paths("AWS::SageMaker::Cluster") if p[0] == "InstanceGroups"]
 
 
 def test_every_protected_kind_is_found_in_the_default_app(default_synth):
@@ -146,6 +135,10 @@ def test_routine_change_replaces_nothing_protected(request, change, before, afte
     assert protected_resources(before_synth) != {}
     assert before_synth.templates != after_synth.templates, "the pair does not change anything"
     assert replacement_causes(before_synth, after_synth) == []
+    # The replacement guard agrees: a routine change passes it without allow_cluster_replacement.
+    project = before_synth.config.project
+    before_state, after_state = snapshot(before_synth.templates, project), snapshot(after_synth.templates, project)
+    assert replacement_reasons(before_state, after_state) == []
 
 
 def test_the_check_detects_a_replacement(default_synth):

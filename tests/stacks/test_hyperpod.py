@@ -9,11 +9,8 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, lookup
 from tests.conftest import ROOT
-
-# Create-only properties of AWS::SageMaker::Cluster: a change replaces the whole cluster.
-CLUSTER_CREATE_ONLY = ("ClusterName", "VpcConfig", "Orchestrator")
-GROUP_CREATE_ONLY = ("InstanceGroupName", "InstanceType", "ExecutionRole", "ThreadsPerCore", "OverrideVpcConfig")
 
 
 def _cluster(synth):
@@ -234,8 +231,9 @@ def test_outputs(default_synth):
 def _create_only(synth):
     logical_id, cluster = _cluster(synth)
     props = cluster["Properties"]
-    groups = {g["InstanceGroupName"]: {k: g.get(k) for k in GROUP_CREATE_ONLY} for g in props["InstanceGroups"]}
-    return logical_id, {k: props.get(k) for k in CLUSTER_CREATE_ONLY}, groups
+    groups = {g["InstanceGroupName"]: {k: g.get(k) for k in HYPERPOD_GROUP_CREATE_ONLY}
+              for g in props["InstanceGroups"]}
+    return logical_id, {p: lookup(props, p) for p in create_only_paths("AWS::SageMaker::Cluster")}, groups
 
 
 @pytest.mark.parametrize(("before", "after"), [("default_synth", "routine_synth"),

@@ -1,109 +1,246 @@
-"""The lock file refuses config changes that would replace the HyperPod cluster and records routine ones."""
+"""The replacement guard: refuses templates that would replace deployed resources; records only deploys."""
 
 from __future__ import annotations
 
+import copy
+import importlib.util
 import json
 import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
+import boto3
 import pytest
 import yaml
+from botocore.stub import Stubber
 
 from infra.config import parse_config
 from infra.errors import ConfigError
 from infra.hyperpod.lifecycle import check_lifecycle_dir
-from infra.hyperpod.lock import guard_replacement, lock_path_for
-from tests.conftest import ROOT, default_config_data, routine_change
+from infra.hyperpod.lock import (
+    CANDIDATE_NAME,
+    LOCK_DIR,
+    guard_replacement,
+    lock_path,
+    promote,
+    read_lock,
+    removed_groups,
+    snapshot,
+    write_atomically,
+)
+from tests.conftest import ROOT, VARIANT_CHANGES, default_config_data, mutate
+
+CLUSTER = "hyperpod-dev-hyperpod/HyperPodCluster11759092"
 
 
-def _config(data):
+def _config(data=None, **hyperpod):
+    data = mutate({"hyperpod": hyperpod}, data)
     return parse_config(data, "test.yaml")
 
 
 @pytest.fixture
-def lock(tmp_path):
-    path = lock_path_for(tmp_path / "cluster.yaml")
-    assert path.name == "cluster.lock.json"
-    assert guard_replacement(_config(default_config_data()), path) is True
-    return path
+def lock_dir(tmp_path, default_synth):
+    """A lock of the deployed default app, as `make deploy` leaves it."""
+    write_atomically(lock_path(tmp_path, "hyperpod-dev"), snapshot(default_synth.templates, "hyperpod-dev"))
+    return tmp_path
 
 
-def test_first_synth_writes_the_lock_and_an_unchanged_config_keeps_it(lock):
-    recorded = json.loads(lock.read_text())
-    assert recorded["instance_groups"]["gpu-workers"]["instance_type"] == "ml.g5.8xlarge"
-    assert guard_replacement(_config(default_config_data()), lock) is False
+def _edited(templates, stack, logical_id, edit):
+    changed = copy.deepcopy(templates)
+    edit(changed[stack]["Resources"][logical_id]["Properties"])
+    return changed
 
 
-def test_routine_changes_pass_and_are_recorded(lock):
-    assert guard_replacement(_config(routine_change(default_config_data())), lock) is True
-    assert set(json.loads(lock.read_text())["instance_groups"]) == {"gpu-workers", "gpu-extra"}
+def _cluster_id(synth):
+    return next(iter(synth.resources("hyperpod", "AWS::SageMaker::Cluster")))
+
+
+def test_committed_lock_is_the_default_apps_deployed_state(default_synth):
+    """config/default.lock.json moved to config/locks/<project>.lock.json in the new format."""
+    committed = read_lock(lock_path(ROOT / LOCK_DIR, "hyperpod-dev"))
+    assert committed == snapshot(default_synth.templates, "hyperpod-dev")
+    assert not (ROOT / "config" / "default.lock.json").exists()
+
+
+def test_unchanged_and_routine_changes_pass_without_writing_the_lock(lock_dir, default_synth, routine_synth):
+    before = lock_path(lock_dir, "hyperpod-dev").read_bytes()
+    guard_replacement(default_synth.config, default_synth.templates, lock_dir)
+    candidate = guard_replacement(routine_synth.config, routine_synth.templates, lock_dir)
+    assert set(candidate["resources"][CLUSTER]["InstanceGroups"]) == {"gpu-workers", "gpu-extra"}
+    assert lock_path(lock_dir, "hyperpod-dev").read_bytes() == before
+
+
+def test_an_accepted_replacement_that_is_never_deployed_leaves_the_lock_alone(lock_dir, default_synth):
+    """Bypass (a): the old guard rewrote the lock at synth, so the deployed config was then refused."""
+    replaced = _edited(default_synth.templates, "hyperpod-dev-hyperpod", _cluster_id(default_synth),
+                       lambda p: p["InstanceGroups"][0].update(InstanceType="ml.g5.12xlarge"))
+    guard_replacement(_config(allow_cluster_replacement=True), replaced, lock_dir)
+    guard_replacement(default_synth.config, default_synth.templates, lock_dir)  # the deployed config still passes
+
+
+def test_promote_records_the_candidate_of_the_deployed_synth(tmp_path, routine_synth):
+    candidate = snapshot(routine_synth.templates, "hyperpod-dev")
+    write_atomically(tmp_path / "cdk.out" / CANDIDATE_NAME, candidate)
+    path = promote(tmp_path / "cdk.out", tmp_path / "locks")
+    assert path == tmp_path / "locks" / "hyperpod-dev.lock.json"
+    assert read_lock(path) == candidate
 
 
 @pytest.mark.parametrize(
-    ("field", "value", "words"),
+    ("stack", "logical_id", "edit", "words"),
     [
-        ("instance_type", "ml.g5.12xlarge", "instance_type changes from 'ml.g5.8xlarge' to 'ml.g5.12xlarge'"),
-        ("threads_per_core", 2, "threads_per_core changes from 1 to 2"),
+        ("hyperpod-dev-hyperpod", "HyperPodCluster11759092",
+         lambda p: p["InstanceGroups"][0].update(InstanceType="ml.g5.12xlarge"),
+         "hyperpod.instance_groups[gpu-workers] InstanceType changes from 'ml.g5.8xlarge' to 'ml.g5.12xlarge'"),
+        ("hyperpod-dev-hyperpod", "HyperPodCluster11759092",
+         lambda p: p["InstanceGroups"][0].update(ThreadsPerCore=2),
+         "hyperpod.instance_groups[gpu-workers] ThreadsPerCore changes from 1 to 2"),
+        # Bypass (c): the execution role, the security groups and vpc_cidr were not recorded.
+        ("hyperpod-dev-hyperpod", "HyperPodCluster11759092",
+         lambda p: p["InstanceGroups"][0].update(ExecutionRole={"Fn::GetAtt": ["OtherRole", "Arn"]}),
+         "hyperpod.instance_groups[gpu-workers] ExecutionRole changes"),
+        ("hyperpod-dev-network", "NetworkVpcFAC8F4A5", lambda p: p.update(CidrBlock="10.100.0.0/16"),
+         "NetworkVpcFAC8F4A5 (AWS::EC2::VPC) CidrBlock changes from '10.192.0.0/16' to '10.100.0.0/16'"),
+        ("hyperpod-dev-network", "NetworkEfaSecurityGroup3744DDDC", lambda p: p.update(GroupDescription="other"),
+         "NetworkEfaSecurityGroup3744DDDC (AWS::EC2::SecurityGroup) GroupDescription changes"),
+        ("hyperpod-dev-hyperpod", "HyperPodCluster11759092", lambda p: p.update(ClusterName="renamed"),
+         "(AWS::SageMaker::Cluster) ClusterName changes from 'hyperpod-dev' to 'renamed'"),
+        ("hyperpod-dev-eks", "ControlPlaneCluster8AFA2E51", lambda p: p.update(Name="other-eks"),
+         "(AWS::EKS::Cluster) Name changes"),
     ],
 )
-def test_create_only_change_of_an_existing_group_is_refused(lock, field, value, words):
-    data = default_config_data()
-    data["hyperpod"]["instance_groups"][0][field] = value
+def test_a_change_that_replaces_a_deployed_resource_is_refused(lock_dir, default_synth, stack, logical_id, edit, words):
+    templates = _edited(default_synth.templates, stack, logical_id, edit)
     with pytest.raises(ConfigError) as caught:
-        guard_replacement(_config(data), lock)
+        guard_replacement(default_synth.config, templates, lock_dir)
     message = str(caught.value)
-    assert "REPLACE the whole HyperPod cluster" in message
-    assert f"hyperpod.instance_groups[gpu-workers].{words}" in message
-    assert "allow_cluster_replacement" in message
-    assert json.loads(lock.read_text())["instance_groups"]["gpu-workers"]["instance_type"] == "ml.g5.8xlarge"
+    assert "REPLACE deployed resources" in message and "allow_cluster_replacement" in message
+    assert words in message
+    assert "\n" not in message
 
 
-def test_cluster_level_create_only_changes_are_refused(lock):
+def test_a_replacement_is_accepted_when_the_config_says_so(lock_dir, default_synth):
+    templates = _edited(default_synth.templates, "hyperpod-dev-network", "NetworkVpcFAC8F4A5",
+                        lambda p: p.update(CidrBlock="10.100.0.0/16"))
+    guard_replacement(_config(allow_cluster_replacement=True), templates, lock_dir)
+
+
+def test_a_long_value_is_cut_in_the_message(lock_dir, default_synth):
+    templates = _edited(default_synth.templates, "hyperpod-dev-hyperpod", _cluster_id(default_synth),
+                        lambda p: p.update(ClusterName="x" * 5000))
+    with pytest.raises(ConfigError) as caught:
+        guard_replacement(default_synth.config, templates, lock_dir)
+    assert len(str(caught.value)) < 1000
+
+
+def test_removing_a_group_with_nodes_needs_an_acknowledgment(tmp_path, variant_synth, group_removed_synth):
+    """Bypass (d): a removed (or renamed) group passed silently and its nodes were terminated."""
+    write_atomically(lock_path(tmp_path, "hyperpod-dev"), snapshot(variant_synth.templates, "hyperpod-dev"))
+    assert removed_groups(snapshot(variant_synth.templates, "x"), snapshot(group_removed_synth.templates, "x")) == {
+        "cpu-workers": 1}
+    with pytest.raises(ConfigError, match=r"terminates its nodes: cpu-workers \(1 nodes\).*acknowledge_group_removal"):
+        guard_replacement(group_removed_synth.config, group_removed_synth.templates, tmp_path)
+    data = mutate(VARIANT_CHANGES)
+    data["hyperpod"]["instance_groups"] = data["hyperpod"]["instance_groups"][:1]
+    data["hyperpod"]["acknowledge_group_removal"] = ["cpu-workers"]
+    guard_replacement(parse_config(data, "ack.yaml"), group_removed_synth.templates, tmp_path)
+
+
+def test_renaming_a_group_is_a_removal(lock_dir, default_synth):
+    templates = _edited(default_synth.templates, "hyperpod-dev-hyperpod", _cluster_id(default_synth),
+                        lambda p: p["InstanceGroups"][0].update(InstanceGroupName="gpu-workers-v2"))
+    with pytest.raises(ConfigError, match=r"gpu-workers \(1 nodes\)"):
+        guard_replacement(default_synth.config, templates, lock_dir)
+
+
+def test_an_acknowledgment_of_a_group_still_present_is_refused():
+    with pytest.raises(ConfigError, match="acknowledge_group_removal.0.*still in hyperpod.instance_groups"):
+        _config(acknowledge_group_removal=["gpu-workers"])
+
+
+def test_a_lock_of_another_format_is_refused_not_ignored(tmp_path):
+    path = lock_path(tmp_path, "hyperpod-dev")
+    path.write_text(json.dumps({"version": 1, "cluster_name": "hyperpod-dev"}))
+    with pytest.raises(ConfigError, match="not a version 2 lock"):
+        read_lock(path)
+    path.write_text("{")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        read_lock(path)
+
+
+def test_an_interrupted_write_keeps_the_old_lock(tmp_path):
+    """Bypass (e): a write cut short left a truncated lock, which the old guard then replaced silently."""
+    path = tmp_path / "hyperpod-dev.lock.json"
+    write_atomically(path, {"version": 2, "resources": {}})
+    with pytest.raises(TypeError):
+        write_atomically(path, {"version": 2, "resources": {"x": object()}})
+    assert json.loads(path.read_text()) == {"version": 2, "resources": {}}
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def _promote_script():
+    spec = importlib.util.spec_from_file_location("promote_lock", ROOT / "scripts" / "promote_lock.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lock_rebuilt_from_the_deployed_stacks(tmp_path, monkeypatch, default_synth):
+    """--from-stacks records what CloudFormation holds; a stack not deployed yet is skipped."""
+    out = tmp_path / "cdk.out"
+    write_atomically(out / CANDIDATE_NAME, snapshot(default_synth.templates, "hyperpod-dev"))
+    stacks = sorted(default_synth.templates)
+    artifacts = {name: {"type": "aws:cloudformation:stack", "properties": {"stackName": name}} for name in stacks}
+    (out / "manifest.json").write_text(json.dumps({"artifacts": artifacts}))
+    client = boto3.client("cloudformation", region_name="us-west-2")
+    stub = Stubber(client)
+    assert "hyperpod-dev-observability" in stacks
+    deployed = {name: default_synth.templates[name] for name in stacks if name != "hyperpod-dev-observability"}
+    for name in stacks:
+        params = {"StackName": name, "TemplateStage": "Original"}
+        if name in deployed:
+            stub.add_response("get_template", {"TemplateBody": json.dumps(deployed[name])}, params)
+        else:
+            stub.add_client_error("get_template", "ValidationError", f"Stack with id {name} does not exist",
+                                  expected_params=params)
+    stub.activate()
+    monkeypatch.setattr(boto3, "client", lambda service, **_: client)
+    path = _promote_script().from_stacks(out, tmp_path / "locks")
+    stub.assert_no_pending_responses()
+    assert read_lock(path) == snapshot(deployed, "hyperpod-dev") == snapshot(default_synth.templates, "hyperpod-dev")
+
+
+def _run_app(config_path: Path, lock_dir: Path, outdir: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, CDK_CONTEXT_JSON=json.dumps({"config": str(config_path), "lock_dir": str(lock_dir)}),
+               CDK_OUTDIR=str(outdir))
+    return subprocess.run([sys.executable, str(ROOT / "app.py")], capture_output=True, text=True, env=env,
+                          cwd=ROOT, check=False, timeout=180)
+
+
+def test_app_refuses_a_replacement_from_a_renamed_config_file_without_a_traceback(tmp_path, lock_dir):
+    """Bypass (b): the lock was keyed by the config file's name, so a renamed file started a fresh one."""
     data = default_config_data()
-    data["hyperpod"]["cluster_name"] = "renamed"
-    with pytest.raises(ConfigError, match="hyperpod.cluster_name changes"):
-        guard_replacement(_config(data), lock)
-    data = default_config_data()
-    data["network"]["hyperpod_subnets"][0]["cidr"] = "10.2.0.0/16"
-    with pytest.raises(ConfigError, match="network.hyperpod_subnets"):
-        guard_replacement(_config(data), lock)
-
-
-def test_replacement_is_accepted_when_the_config_says_so(lock):
-    data = default_config_data()
-    data["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.g5.12xlarge"
-    data["hyperpod"]["allow_cluster_replacement"] = True
-    assert guard_replacement(_config(data), lock) is True
-    assert json.loads(lock.read_text())["instance_groups"]["gpu-workers"]["instance_type"] == "ml.g5.12xlarge"
-
-
-def test_removed_group_readded_with_another_type_is_a_new_group(lock):
-    data = default_config_data()
-    data["hyperpod"]["instance_groups"][0]["name"] = "gpu-workers-v2"
-    data["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.g5.12xlarge"
-    assert guard_replacement(_config(data), lock) is True
-
-
-def test_committed_default_lock_matches_the_default_config():
-    assert guard_replacement(_config(default_config_data()), ROOT / "config" / "default.lock.json") is False
-
-
-def test_app_refuses_a_replacing_change_without_a_traceback(tmp_path):
-    config_path = tmp_path / "cluster.yaml"
-    data = default_config_data()
-    config_path.write_text(yaml.safe_dump(data))
-    guard_replacement(_config(data), lock_path_for(config_path))
     data["hyperpod"]["instance_groups"][0]["threads_per_core"] = 2
-    config_path.write_text(yaml.safe_dump(data))
-    env = dict(os.environ, CDK_CONTEXT_JSON=json.dumps({"config": str(config_path)}),
-               CDK_OUTDIR=str(tmp_path / "out"))
-    result = subprocess.run([sys.executable, str(ROOT / "app.py")], capture_output=True, text=True, env=env,
-                            cwd=ROOT, check=False, timeout=120)
+    moved = tmp_path / "elsewhere" / "renamed.yaml"
+    moved.parent.mkdir()
+    moved.write_text(yaml.safe_dump(data))
+    result = _run_app(moved, lock_dir, tmp_path / "out")
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
-    assert "threads_per_core changes from 1 to 2" in result.stderr
+    assert "hyperpod.instance_groups[gpu-workers] ThreadsPerCore changes from 1 to 2" in result.stderr
+    assert not (tmp_path / "out" / CANDIDATE_NAME).exists()
+
+
+def test_app_refuses_an_old_lock_beside_the_config(tmp_path):
+    config = tmp_path / "cluster.yaml"
+    config.write_text(yaml.safe_dump(default_config_data()))
+    (tmp_path / "cluster.lock.json").write_text("{}")
+    result = _run_app(config, tmp_path / "locks", tmp_path / "out")
+    assert result.returncode == 2, result.stderr
+    assert "old-format lock" in result.stderr and "--from-stacks" in result.stderr
 
 
 @pytest.fixture

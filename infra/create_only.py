@@ -1,0 +1,83 @@
+"""Create-only properties: the template fields whose change makes CloudFormation replace the resource.
+
+One source for the replacement guard (``infra.hyperpod.lock``), ``hpctl preflight`` and ``hpctl drift``,
+and the tests. The resource-level lists are the ``createOnlyProperties`` of the CloudFormation resource
+schemas bundled with cfn-lint, copied into ``create_only_properties.json`` so that the library needs no
+cfn-lint at run time; ``python -m infra.create_only`` rewrites the file from the installed cfn-lint and
+``tests/safety/test_no_replacement.py`` fails when the two differ.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+DATA_FILE = Path(__file__).with_name("create_only_properties.json")
+# The schemas are per region; createOnlyProperties do not vary by region, one is read.
+SCHEMA_REGION = "us-east-1"
+
+# The resource types the JSON file covers: the stateful resources the guard protects and every type a
+# create-only property of theirs can point at (subnets, security groups, the VPC, roles).
+RESOURCE_TYPES = (
+    "AWS::SageMaker::Cluster",
+    "AWS::EKS::Cluster",
+    "AWS::FSx::FileSystem",
+    "AWS::EC2::VPC",
+    "AWS::EC2::VPCCidrBlock",
+    "AWS::EC2::Subnet",
+    "AWS::EC2::SecurityGroup",
+    "AWS::IAM::Role",
+    "AWS::S3::Bucket",
+)
+
+# Create-only inside an existing HyperPod instance group. The CloudFormation schema cannot say so (the groups
+# are one list property), so these come from AWS's HyperPod documentation as recorded in the project's
+# architecture notes. Unverified in part: AWS's "Updating SageMaker HyperPod cluster configuration" page
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-cli-command-update-cluster.html)
+# says UpdateCluster can change an existing group's instance type; the guard keeps InstanceType here, erring
+# on the side of refusing, until a CloudFormation update of it is observed to keep the cluster.
+HYPERPOD_GROUP_CREATE_ONLY = ("InstanceGroupName", "InstanceType", "ExecutionRole", "ThreadsPerCore",
+                              "OverrideVpcConfig")
+
+
+@cache
+def _table() -> dict[str, list[str]]:
+    data: dict[str, list[str]] = json.loads(DATA_FILE.read_text(encoding="utf-8"))
+    return data
+
+
+def create_only_paths(resource_type: str) -> tuple[tuple[str, ...], ...]:
+    """The create-only property paths of ``resource_type`` (e.g. ``("Orchestrator", "Eks")``)."""
+    return tuple(tuple(p.split("/")[2:]) for p in _table()[resource_type])
+
+
+def dotted(resource_type: str) -> tuple[str, ...]:
+    """The same paths written with dots (``Orchestrator.Eks``), as hpctl reports them."""
+    return tuple(".".join(p) for p in create_only_paths(resource_type))
+
+
+def lookup(properties: Any, path: tuple[str, ...]) -> Any:
+    """The value at ``path`` in a resource's properties, or None when any step is missing."""
+    value = properties
+    for key in path:
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def from_cfn_lint() -> dict[str, list[str]]:
+    """createOnlyProperties of RESOURCE_TYPES as the installed cfn-lint's schemas give them (a dev dependency)."""
+    from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
+
+    return {
+        t: list(PROVIDER_SCHEMA_MANAGER.get_resource_schema(SCHEMA_REGION, t).schema.get("createOnlyProperties", []))
+        for t in RESOURCE_TYPES
+    }
+
+
+if __name__ == "__main__":
+    DATA_FILE.write_text(json.dumps(from_cfn_lint(), indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {DATA_FILE}")
