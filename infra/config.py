@@ -40,6 +40,10 @@ RETENTION_DAYS: dict[int, str] = {
 # The HyperPod dependencies chart's default commit (see ChartConfig.revision for what it is).
 DEPENDENCIES_CHART_REVISION = "a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
 
+# The shortest prefix accepted in eks.public_access_cidrs: 0.0.0.0/1 + 128.0.0.0/1 is the internet too, so
+# "not 0.0.0.0/0" is not enough. A /8 is already 16.7 million addresses; nothing shorter names "our networks".
+MIN_PUBLIC_ACCESS_PREFIX = 8
+
 # Service limit on instance groups per cluster (SageMaker HyperPod quotas).
 MAX_INSTANCE_GROUPS = 20
 
@@ -268,9 +272,11 @@ class EksConfig(_Strict):
                     "eks.public_access_cidrs", [], "required and non-empty when eks.endpoint is public_and_private"
                 )
             for i, cidr in enumerate(self.public_access_cidrs):
-                if cidr.prefixlen == 0:
+                if cidr.prefixlen < MIN_PUBLIC_ACCESS_PREFIX:
                     raise ConfigError(
-                        f"eks.public_access_cidrs.{i}", str(cidr), "0.0.0.0/0 would open the API server to the internet"
+                        f"eks.public_access_cidrs.{i}", str(cidr),
+                        f"prefixes shorter than /{MIN_PUBLIC_ACCESS_PREFIX} open the API server to much of the "
+                        "internet (0.0.0.0/0 included); list your networks",
                     )
         elif self.public_access_cidrs:
             raise ConfigError(
