@@ -286,3 +286,7 @@ def test_nodes_install_the_lustre_client_when_the_file_system_is_on(default_synt
 
     assert "ENABLE_FSX_LUSTRE_CLIENT=true" in settings(fsx_synth)
     assert "ENABLE_FSX_LUSTRE_CLIENT=false" in settings(default_synth)
+
+
+def test_the_storage_stack_is_protected_from_deletion(fsx_synth):
+    assert fsx_synth.app.storage is not None and fsx_synth.app.storage.termination_protection
