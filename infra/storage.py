@@ -53,9 +53,10 @@ class SharedFileSystem(Construct):
 
     Defaults (from ``FsxLustreConfig``): ``capacity_gib`` of SSD storage at ``throughput_per_tib``,
     Lustre 2.15, LZ4 compression, daily automatic backups kept ``automatic_backup_retention_days`` (tags copied
-    to them), encrypted at rest with ``encryption_key`` or a new customer-managed KMS key (rotation on). ``subnet`` is the HyperPod subnet of the configured AZ ID and
-    ``security_group`` the group the nodes are in (the EFA group already allows the Lustre ports 988 and
-    1018-1023 within itself), so nodes reach the file system without another rule. With
+    to them), encrypted at rest with ``encryption_key`` or a new customer-managed KMS key (rotation on).
+    ``subnet`` is the HyperPod subnet of the configured AZ ID and ``security_group`` the group the nodes are in
+    (the EFA group already allows the Lustre ports 988 and 1018-1023 within itself), so nodes reach the file
+    system without another rule. With
     ``data_repository_s3_uri`` an S3 data repository association links the prefix at ``file_system_path``,
     importing new, changed and deleted objects and exporting new and changed files (deletions too only with
     ``data_repository_export_deletions``).
@@ -151,7 +152,8 @@ class FsxCsiDriver(Construct):
     The role (trusted by ``pods.eks.amazonaws.com`` only for sessions tagged with this cluster's ARN and
     ``kube-system/fsx-csi-controller-sa``, bound to that service account through the add-on's pod identity
     association) may only describe ``file_system_arn``: enough for a statically provisioned volume. Expansion
-    through Kubernetes and dynamic provisioning (the driver creating file systems) are not granted. ``addon_version`` None lets EKS pick its default for the cluster's version.
+    through Kubernetes and dynamic provisioning (the driver creating file systems) are not granted.
+    ``addon_version`` None lets EKS pick its default for the cluster's version.
     The add-on needs running nodes for its pods: create it after the HyperPod cluster.
     """
 

@@ -32,7 +32,7 @@ def render(values: dict[str, Any], cluster: dict[str, dict[str, Any]] | None = N
         kind = _LOOKUP.search(text)
         existing = (cluster or {}).get(kind.group(1), {}) if kind else {}
 
-        def dig(match: re.Match[str]) -> str:
+        def dig(match: re.Match[str], existing: dict[str, Any] = existing) -> str:
             found: Any = existing
             for key in re.findall(r'"(\w+)"', match.group("path")):
                 found = found.get(key) if isinstance(found, dict) else None
