@@ -23,6 +23,7 @@ from constructs import Construct
 
 from infra.common import acknowledge, nag_name, retention
 from infra.config import AlertsConfig, GrafanaConfig, ObservabilityConfig, PrometheusConfig
+from infra.names import cluster_log_groups, container_insights_log_groups
 
 CONTAINER_INSIGHTS_ADDON = "amazon-cloudwatch-observability"
 CONTAINER_INSIGHTS_SERVICE_ACCOUNT = "cloudwatch-agent"
@@ -30,17 +31,6 @@ HYPERPOD_OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 HYPERPOD_COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 EVENT_SOURCE = "aws.sagemaker"
 EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Event"
-
-
-def cluster_log_groups(eks_cluster_name: str, hyperpod_cluster_name: str) -> list[str]:
-    """The log groups of one cluster, as name patterns: EKS control plane, Container Insights, HyperPod nodes.
-
-    AWS fixes these names: ``/aws/eks/<cluster>/cluster`` (EKS control-plane logging),
-    ``/aws/containerinsights/<cluster>/<kind>`` (the CloudWatch agent) and ``/aws/sagemaker/Clusters/<name>/<id>``
-    (HyperPod lifecycle and node logs).
-    """
-    return [f"/aws/eks/{eks_cluster_name}/cluster", f"/aws/containerinsights/{eks_cluster_name}/*",
-            f"/aws/sagemaker/Clusters/{hyperpod_cluster_name}/*"]
 
 
 def _arn(service: str, resource: str) -> str:
@@ -73,9 +63,9 @@ class ContainerInsights(Construct):
         super().__init__(scope, construct_id)
         prefix = f"/aws/containerinsights/{cluster_name}"
         self.log_groups = [
-            logs.LogGroup(self, f"Logs-{kind}", log_group_name=f"{prefix}/{kind}", retention=log_retention,
+            logs.LogGroup(self, f"Logs-{name.rsplit('/', 1)[1]}", log_group_name=name, retention=log_retention,
                           removal_policy=removal_policy)
-            for kind in ("application", "dataplane", "host", "performance")
+            for name in container_insights_log_groups(cluster_name)
         ]
         self.role = pod_identity_role(self, "AgentRole", cluster_arn=cluster_arn,
                                       description="CloudWatch agent of Container Insights (Pod Identity)")
