@@ -29,7 +29,9 @@ class HyperPodApp:
 def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
     """Add the stacks for ``config`` to ``app``; stack names are ``<project>-<part>``."""
     env = Environment(account=config.account, region=config.region)
-    # The network stack holds only flow logs (retained anyway) and cannot go while the others stand.
+    # The network stack holds only flow logs (retained anyway) and cannot go while the others stand. `cdk deploy`
+    # switches the deployed stack's protection when this changes (aws-cdk CLI 2.1148.1, lib/index.js:
+    # updateTerminationProtection), so `termination_protection: false` then `cdk destroy` works.
     protect = config.termination_protection
     network = NetworkStack(
         app, f"{config.project}-network", config=config, env=env,
