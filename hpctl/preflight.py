@@ -18,6 +18,7 @@ import yaml
 from botocore.exceptions import ClientError
 
 from hpctl import cluster as api
+from hpctl import leftovers
 from hpctl.errors import describe_aws_error, error_code, is_not_found
 from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, dotted
 
@@ -346,6 +347,21 @@ def check_replacement(clients: Any, stack_name: str, resource_type: str, cdk_out
     return [Check(name, verdict, reason)]
 
 
+# --- Leftovers of an earlier deployment ------------------------------------------------------------
+
+
+def check_leftovers(cfg: Any, clients: Any) -> list[Check]:
+    found = leftovers.find(cfg, clients)
+    if not found:
+        return [Check("leftovers", PASS, "no kept log group stands in the way of a create")]
+    return [
+        Check(f"leftover {item.log_group}", FAIL,
+              f"exists but {item.stack} does not own it (AlreadyExists on create): "
+              + " | or: ".join(item.commands(cfg.region)))
+        for item in found
+    ]
+
+
 # --- Run them all ----------------------------------------------------------------------------------
 
 
@@ -360,6 +376,7 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += _guard("quotas", lambda: check_quotas(cfg, clients))
     checks += _guard("subnet-ips", lambda: check_subnet_ips(cfg, clients, deployed))
     checks += _guard("identity-center", lambda: check_identity_center(cfg, clients))
+    checks += _guard("leftovers", lambda: check_leftovers(cfg, clients))
     for suffix, resource_type in REPLACEMENT_CHECKS:
         if suffix == "storage" and not cfg.storage.fsx_lustre.enabled:
             continue  # no storage stack in the synth

@@ -43,6 +43,10 @@ RETENTION_DAYS: dict[int, str] = {
 # The HyperPod dependencies chart's default commit (see ChartConfig.revision for what it is).
 DEPENDENCIES_CHART_REVISION = "a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
 
+# The shortest prefix accepted in eks.public_access_cidrs: 0.0.0.0/1 + 128.0.0.0/1 is the internet too, so
+# "not 0.0.0.0/0" is not enough. A /8 is already 16.7 million addresses; nothing shorter names "our networks".
+MIN_PUBLIC_ACCESS_PREFIX = 8
+
 # Service limit on instance groups per cluster (SageMaker HyperPod quotas).
 MAX_INSTANCE_GROUPS = 20
 
@@ -342,9 +346,11 @@ class EksConfig(_Strict):
                     "eks.public_access_cidrs", [], "required and non-empty when eks.endpoint is public_and_private"
                 )
             for i, cidr in enumerate(self.public_access_cidrs):
-                if cidr.prefixlen == 0:
+                if cidr.prefixlen < MIN_PUBLIC_ACCESS_PREFIX:
                     raise ConfigError(
-                        f"eks.public_access_cidrs.{i}", str(cidr), "0.0.0.0/0 would open the API server to the internet"
+                        f"eks.public_access_cidrs.{i}", str(cidr),
+                        f"prefixes shorter than /{MIN_PUBLIC_ACCESS_PREFIX} open the API server to much of the "
+                        "internet (0.0.0.0/0 included); list your networks",
                     )
         elif self.public_access_cidrs:
             raise ConfigError(
@@ -569,6 +575,24 @@ class PrometheusConfig(_Strict):
     log_retention_days: RetentionDays = 365
 
 
+class GrafanaNetworkAccess(_Strict):
+    """Who may reach the workspace: prefix lists of allowed source CIDRs and/or interface VPC endpoints.
+
+    AWS::Grafana::Workspace NetworkAccessControl takes up to 5 of each (cfn-lint's bundled schema); with it set,
+    requests from anywhere else are refused.
+    """
+
+    prefix_list_ids: list[Annotated[str, Field(pattern=r"^pl-[0-9a-f]{8,17}$")]] = Field(default=[], max_length=5)
+    vpce_ids: list[Annotated[str, Field(pattern=r"^vpce-[0-9a-f]{8,17}$")]] = Field(default=[], max_length=5)
+
+    @model_validator(mode="after")
+    def _something_allowed(self) -> GrafanaNetworkAccess:
+        if not self.prefix_list_ids and not self.vpce_ids:
+            raise ConfigError("observability.grafana.network_access", {},
+                              "name prefix_list_ids or vpce_ids; with neither nobody could reach the workspace")
+        return self
+
+
 class GrafanaConfig(_Strict):
     """Amazon Managed Grafana; users sign in through IAM Identity Center (AWS_SSO) or SAML."""
 
@@ -577,6 +601,8 @@ class GrafanaConfig(_Strict):
     # IAM Identity Center user / group IDs made Grafana admins (AWS_SSO only).
     admin_user_ids: list[Annotated[str, Field(min_length=1, max_length=47)]] = []
     admin_group_ids: list[Annotated[str, Field(min_length=1, max_length=47)]] = []
+    # null: the workspace is reachable from any network (sign-in still required).
+    network_access: GrafanaNetworkAccess | None = None
 
     @model_validator(mode="after")
     def _admins(self) -> GrafanaConfig:
@@ -631,6 +657,11 @@ class FsxLustreConfig(_Strict):
     az_id: AzId | None = None
     # Optional S3 data repository association: s3://bucket/prefix linked at file_system_path.
     data_repository_s3_uri: S3Uri | None = None
+    # With the association, deleting a file on FSx also deletes its object in S3 only when this is true.
+    data_repository_export_deletions: bool = False
+    # Daily automatic backups kept this many days (FSx allows 0-90; 0 turns them off). FSx does not back up a
+    # file system linked to S3, so with data_repository_s3_uri write 0: S3 then holds the durable copy.
+    automatic_backup_retention_days: int = Field(default=7, ge=0, le=90)
     file_system_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]*$")] = "/data"
     namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)] = "training"
     pvc_name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)] = "fsx-claim"
@@ -650,6 +681,18 @@ class FsxLustreConfig(_Strict):
                 {"v": value},
             )
         return value
+
+    @model_validator(mode="after")
+    def _data_repository(self) -> FsxLustreConfig:
+        if self.data_repository_s3_uri and self.automatic_backup_retention_days:
+            raise ConfigError(
+                "storage.fsx_lustre.automatic_backup_retention_days", self.automatic_backup_retention_days,
+                "FSx for Lustre does not back up a file system linked to S3 (data_repository_s3_uri); write 0",
+            )
+        if self.data_repository_export_deletions and not self.data_repository_s3_uri:
+            raise ConfigError("storage.fsx_lustre.data_repository_export_deletions", True,
+                              "only used with data_repository_s3_uri")
+        return self
 
     @field_validator("capacity_gib")
     @classmethod
@@ -678,6 +721,9 @@ class AppConfig(_Strict):
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
     # Remove data-bearing resources (buckets, log groups, keys) on cdk destroy instead of retaining them.
     destroy_data_on_delete: bool = False
+    # CloudFormation termination protection on the stacks that hold state (EKS, HyperPod, storage,
+    # observability): a stack delete is refused until this is false and deployed.
+    termination_protection: bool = True
     tags: dict[TagKey, TagValue] = {}
 
     @field_validator("region")

@@ -14,6 +14,7 @@ from constructs import Construct
 
 from infra.common import acknowledge, retention
 from infra.config import EksConfig
+from infra.names import eks_control_plane_log_group
 
 # Add-ons the control plane needs before HyperPod nodes join. HyperPod supports only the VPC CNI.
 CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
@@ -66,7 +67,7 @@ class EksControlPlane(Construct):
         self.log_group = logs.LogGroup(
             self,
             "ControlPlaneLogs",
-            log_group_name=f"/aws/eks/{cluster_name}/cluster",
+            log_group_name=eks_control_plane_log_group(cluster_name),
             retention=retention(config.log_retention_days),
             removal_policy=removal_policy,
         )

@@ -12,7 +12,8 @@ assembly, so the templates are there. ``validate_scope`` works on an app that ha
 Rules (IDs ``HyperPod-<suffix>``; a finding list names the offending item, e.g. ``HyperPod-SM2[gpu-workers]``):
 
 ========  ======================================================================================
-EKS1      EKS API endpoint public without a CIDR allow-list, or with 0.0.0.0/0 (or ::/0) in it
+EKS1      EKS API endpoint public without a CIDR allow-list, or with a prefix shorter than /8 in it
+          (0.0.0.0/0, ::/0, or the halves 0.0.0.0/1 and 128.0.0.0/1)
 EKS2      EKS control-plane logging lacks one of api, audit, authenticator, controllerManager, scheduler
 EKS3      EKS secrets not encrypted with a KMS key (EncryptionConfig with resource ``secrets``)
 SM1       HyperPod lifecycle SourceS3Uri not readable by the group's execution role: the bucket is not a
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import builtins
 import fnmatch
+import ipaddress
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,6 +49,8 @@ import jsii
 from aws_cdk import CfnResource, Stack, Stage
 from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
 from constructs import IConstruct
+
+from infra.config import MIN_PUBLIC_ACCESS_PREFIX
 
 PACK_NAME = "HyperPod"
 
@@ -105,7 +109,15 @@ def eks_endpoint_restricted(props: Properties, template: Template, logical_id: s
     if vpc.get("EndpointPublicAccess", True) in (False, "false"):  # CloudFormation's default is public
         return OK
     cidrs = [render(c) for c in _listify(vpc.get("PublicAccessCidrs"))]
-    return OK if cidrs and not OPEN_CIDRS.intersection(cidrs) else BAD
+    return OK if cidrs and not any(_too_wide(c) for c in cidrs) else BAD
+
+
+def _too_wide(cidr: str) -> bool:
+    """0.0.0.0/0 and anything as wide: a list of /1s covers the internet as surely as one /0."""
+    try:
+        return ipaddress.ip_network(cidr, strict=False).prefixlen < MIN_PUBLIC_ACCESS_PREFIX
+    except ValueError:  # a token rendered as text: nothing to judge
+        return False
 
 
 def eks_control_plane_logging(props: Properties, template: Template, logical_id: str) -> RuleResult:
@@ -319,7 +331,7 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     Rule("EKS1", ("AWS::EKS::Cluster",),
-         "The EKS API endpoint is public without a CIDR allow-list (or the list holds 0.0.0.0/0).",
+         "The EKS API endpoint is public without a CIDR allow-list (or the list holds a prefix shorter than /8).",
          "Keep the endpoint private, or public_and_private with public_access_cidrs naming your networks.",
          eks_endpoint_restricted),
     Rule("EKS2", ("AWS::EKS::Cluster",),

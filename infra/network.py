@@ -201,11 +201,19 @@ class HyperPodNetwork(Construct):
             retention=retention(config.flow_logs_retention_days),
             removal_policy=removal_policy,
         )
+        # Only the flow logs of this account may use the role (aws:SourceAccount + aws:SourceArn, as the VPC user
+        # guide recommends: https://docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html). The flow
+        # log's ID is unknown before it exists, hence the wildcard the guide suggests.
+        flow_log_role = iam.Role(self, "FlowLogRole", assumed_by=iam.ServicePrincipal(
+            "vpc-flow-logs.amazonaws.com").with_conditions({
+                "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:vpc-flow-log/*"},
+            }))
         self.flow_log = ec2.FlowLog(
             self,
             "FlowLog",
             resource_type=ec2.FlowLogResourceType.from_vpc(self.vpc),
-            destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group, flow_log_role),
             traffic_type=ec2.FlowLogTrafficType.ALL,
         )
 

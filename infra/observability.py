@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import jsii
 from aws_cdk import Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -16,10 +18,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import custom_resources as cr
+from aws_cdk.interfaces import aws_events as events_refs
 from constructs import Construct
 
 from infra.common import acknowledge, nag_name, retention
 from infra.config import AlertsConfig, GrafanaConfig, ObservabilityConfig, PrometheusConfig
+from infra.names import cluster_log_groups, container_insights_log_groups
 
 CONTAINER_INSIGHTS_ADDON = "amazon-cloudwatch-observability"
 CONTAINER_INSIGHTS_SERVICE_ACCOUNT = "cloudwatch-agent"
@@ -59,9 +63,9 @@ class ContainerInsights(Construct):
         super().__init__(scope, construct_id)
         prefix = f"/aws/containerinsights/{cluster_name}"
         self.log_groups = [
-            logs.LogGroup(self, f"Logs-{kind}", log_group_name=f"{prefix}/{kind}", retention=log_retention,
+            logs.LogGroup(self, f"Logs-{name.rsplit('/', 1)[1]}", log_group_name=name, retention=log_retention,
                           removal_policy=removal_policy)
-            for kind in ("application", "dataplane", "host", "performance")
+            for name in container_insights_log_groups(cluster_name)
         ]
         self.role = pod_identity_role(self, "AgentRole", cluster_arn=cluster_arn,
                                       description="CloudWatch agent of Container Insights (Pod Identity)")
@@ -147,6 +151,7 @@ class ManagedPrometheus(Construct):
     def __init__(
         self, scope: Construct, construct_id: str, *, config: PrometheusConfig, name: str, cluster_name: str,
         cluster_arn: str, removal_policy: RemovalPolicy, key: kms.IKey | None = None,
+        hyperpod_cluster_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.key = key or kms.Key(self, "Key", enable_key_rotation=True, removal_policy=removal_policy,
@@ -162,8 +167,9 @@ class ManagedPrometheus(Construct):
         self.collector_role = pod_identity_role(
             self, "CollectorRole", cluster_arn=cluster_arn,
             description="HyperPod observability collector: remote write to one AMP workspace (Pod Identity)")
-        clusters_logs = [_arn("logs", "log-group:/aws/sagemaker/Clusters/*"),
-                         _arn("logs", "log-group:/aws/sagemaker/Clusters/*:log-stream:*")]
+        # This HyperPod cluster's groups only (/aws/sagemaker/Clusters/<name>/<id>), not every cluster's.
+        clusters_prefix = f"log-group:/aws/sagemaker/Clusters/{hyperpod_cluster_name}/*"
+        clusters_logs = [_arn("logs", clusters_prefix), _arn("logs", f"{clusters_prefix}:log-stream:*")]
         self.collector_policy = iam.Policy(self, "CollectorPolicy", roles=[self.collector_role], statements=[
             iam.PolicyStatement(sid="RemoteWriteThisWorkspace", actions=["aps:RemoteWrite"],
                                 resources=[self.workspace.attr_arn]),
@@ -180,10 +186,8 @@ class ManagedPrometheus(Construct):
         ])
         acknowledge(self.collector_policy, "AwsSolutions-IAM5[Resource::*]",
                     "logs:DescribeLogGroups and logs:StopQuery have no resource-level permissions.")
-        for finding in ("log-group:/aws/sagemaker/Clusters/*", "log-group:/aws/sagemaker/Clusters/*:log-stream:*"):
-            acknowledge(self.collector_policy,
-                        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:"
-                        f"{finding}]",
+        for resource in clusters_logs:
+            acknowledge(self.collector_policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, resource)}]",
                         "HyperPod names the cluster log group after the cluster id, known only after creation.")
         self.config = config
         self.cluster_name = cluster_name
@@ -214,13 +218,16 @@ class ManagedGrafana(Construct):
     """An Amazon Managed Grafana workspace reading one AMP workspace and CloudWatch.
 
     Authentication from config (IAM Identity Center by default, or SAML). The workspace role may query only
-    ``prometheus_workspace_arn`` and read CloudWatch metrics and logs. Identity Center users and groups from
+    ``prometheus_workspace_arn``, read CloudWatch metrics, and query the log groups ``log_group_names`` (name
+    patterns, see ``cluster_log_groups``). With ``config.network_access`` only the listed prefix lists and VPC
+    endpoints reach the workspace. Identity Center users and groups from
     config are made admins through a custom resource (CloudFormation has no resource for it).
     """
 
     def __init__(
         self, scope: Construct, construct_id: str, *, config: GrafanaConfig, name: str,
-        prometheus_workspace_arn: str, log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        prometheus_workspace_arn: str, log_group_names: Sequence[str],
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -241,20 +248,43 @@ class ManagedGrafana(Construct):
                 sid="ReadCloudWatch",
                 actions=["aps:ListWorkspaces", "cloudwatch:DescribeAlarmsForMetric", "cloudwatch:DescribeAlarms",
                          "cloudwatch:ListMetrics", "cloudwatch:GetMetricData", "cloudwatch:GetInsightRuleReport",
-                         "logs:DescribeLogGroups", "logs:GetLogGroupFields", "logs:StartQuery", "logs:StopQuery",
-                         "logs:GetQueryResults", "logs:GetLogEvents", "ec2:DescribeTags", "ec2:DescribeInstances",
+                         "logs:DescribeLogGroups", "logs:StopQuery", "ec2:DescribeTags", "ec2:DescribeInstances",
                          "ec2:DescribeRegions", "tag:GetResources"],
                 resources=["*"],
             ),
+            # The logs actions of AmazonGrafanaCloudWatchAccess (https://docs.aws.amazon.com/aws-managed-policy/
+            # latest/reference/AmazonGrafanaCloudWatchAccess.html) that take a resource, on this cluster's groups
+            # only. Resource types from the Service Authorization Reference as bundled in parliament 1.6.4
+            # (iam_definition.json): StartQuery, GetQueryResults, GetLogGroupFields on log-group;
+            # GetLogEvents on log-stream; DescribeLogGroups and StopQuery on * (above).
+            iam.PolicyStatement(
+                sid="QueryThisClustersLogs",
+                actions=["logs:StartQuery", "logs:GetQueryResults", "logs:GetLogGroupFields", "logs:GetLogEvents"],
+                resources=[_arn("logs", f"log-group:{group}{suffix}")
+                           for group in log_group_names for suffix in ("", ":*")],
+            ),
         ])
         acknowledge(self.policy, "AwsSolutions-IAM5[Resource::*]",
-                    "Grafana's CloudWatch data source lists and queries metrics and Logs Insights across the "
-                    "account; these read actions have no resource scoping, as in AmazonGrafanaCloudWatchAccess.")
+                    "Metric reads, logs:DescribeLogGroups and logs:StopQuery have no resource scoping "
+                    "(as in AmazonGrafanaCloudWatchAccess); log queries are limited to this cluster's groups.")
+        for group in log_group_names:
+            for suffix in ("", ":*"):
+                if "*" in group + suffix:
+                    acknowledge(self.policy, "AwsSolutions-IAM5[Resource::"
+                                f"{nag_name(self, _arn('logs', f'log-group:{group}{suffix}'))}]",
+                                "A group prefix of this cluster (names carry the cluster name) and its streams.")
+        access = config.network_access
+        network_access_control = (
+            grafana.CfnWorkspace.NetworkAccessControlProperty(
+                prefix_list_ids=access.prefix_list_ids or None, vpce_ids=access.vpce_ids or None)
+            if access is not None else None
+        )
         self.workspace = grafana.CfnWorkspace(
             self, "Workspace", name=name, account_access_type="CURRENT_ACCOUNT",
             authentication_providers=[config.authentication], permission_type="CUSTOMER_MANAGED",
             role_arn=self.role.role_arn, data_sources=["PROMETHEUS", "CLOUDWATCH"],
             description=f"Dashboards of HyperPod cluster {name}",
+            network_access_control=network_access_control,
         )
         self.workspace_name = name
         self.workspace_arn = _arn("grafana", f"/workspaces/{self.workspace.attr_id}")
@@ -290,6 +320,18 @@ class ManagedGrafana(Construct):
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
             "AwsCustomResource's function (aws-cdk-lib) uses the basic execution policy only for its own logs.",
         )
+
+
+@jsii.implements(events.IRuleTarget)
+class _TopicWithoutGrant:
+    """An SNS topic as a rule target, without the unconditioned topic-policy grant ``targets.SnsTopic`` adds."""
+
+    def __init__(self, topic: sns.ITopic, message: events.RuleTargetInput) -> None:
+        self.topic = topic
+        self.message = message
+
+    def bind(self, rule: events_refs.IRuleRef, id: str | None = None) -> events.RuleTargetConfig:  # noqa: A002 (jsii name)
+        return events.RuleTargetConfig(arn=self.topic.topic_arn, input=self.message)
 
 
 class HyperPodAlerts(Construct):
@@ -337,7 +379,15 @@ class HyperPodAlerts(Construct):
             f"{events.EventField.from_path(f'$.{details}.Description')} "
             f"(at {events.EventField.from_path('$.time')}, event {events.EventField.from_path(f'$.{details}.EventId')})"
         )
-        self.rule.add_target(targets.SnsTopic(self.topic, message=message))
+        self.rule.add_target(_TopicWithoutGrant(self.topic, message))
+        # EventBridge may publish for this rule only: aws:SourceArn is the rule's ARN, as in EventBridge's own
+        # resource-policy examples (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html).
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="RulePublishes", principals=[iam.ServicePrincipal("events.amazonaws.com")],
+            actions=["sns:Publish"], resources=[self.topic.topic_arn],
+            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                        "ArnEquals": {"aws:SourceArn": self.rule.rule_arn}},
+        ))
         self.failed_nodes_alarm = cloudwatch.Alarm(
             self, "FailedNodes",
             alarm_description=f"Kubernetes nodes of {eks_cluster_name} reported failed by Container Insights",
@@ -423,14 +473,16 @@ class HyperPodObservability(Construct):
         self.prometheus = (
             ManagedPrometheus(self, "Prometheus", config=config.prometheus, name=name,
                               cluster_name=eks_cluster_name, cluster_arn=eks_cluster_arn,
-                              removal_policy=removal_policy)
+                              removal_policy=removal_policy, hyperpod_cluster_name=hyperpod_cluster_name)
             if config.prometheus.enabled else None
         )
         self.grafana = None
         if config.grafana.enabled and self.prometheus is not None:
-            self.grafana = ManagedGrafana(self, "Grafana", config=config.grafana, name=name,
-                                          prometheus_workspace_arn=self.prometheus.workspace.attr_arn,
-                                          log_retention=log_retention, removal_policy=removal_policy)
+            self.grafana = ManagedGrafana(
+                self, "Grafana", config=config.grafana, name=name,
+                prometheus_workspace_arn=self.prometheus.workspace.attr_arn,
+                log_group_names=cluster_log_groups(eks_cluster_name, hyperpod_cluster_name),
+                log_retention=log_retention, removal_policy=removal_policy)
         if self.prometheus is not None:
             self.prometheus.add_hyperpod_observability_addon(self.grafana)
         self.alerts = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Aws, CfnOutput, Fn, RemovalPolicy, Tags
+from aws_cdk import Aws, CfnOutput, Fn, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
@@ -30,8 +30,17 @@ CSI_CONTROLLER_NAMESPACE = "kube-system"
 CSI_CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 # Lustre release of the file system; clients of 2.12 and 2.15 mount it.
 LUSTRE_VERSION = "2.15"
-# Every change in the bucket reaches the file system and every change on it reaches the bucket.
-DATA_REPOSITORY_EVENTS = ["NEW", "CHANGED", "DELETED"]
+# Every change in the bucket reaches the file system. Changes on the file system reach the bucket, but a
+# deletion only when the config asks for it: a stray `rm -r` on a node must not empty the dataset bucket.
+# Event names: AWS::FSx::DataRepositoryAssociation EventType enum (cfn-lint's bundled schema).
+IMPORT_EVENTS = ["NEW", "CHANGED", "DELETED"]
+EXPORT_EVENTS = ["NEW", "CHANGED"]
+# The size the static volume and its claim are created with. Kubernetes does not size a statically provisioned
+# Lustre volume (the mount is the whole file system), so the figure is nominal: the smallest PERSISTENT_2 file
+# system, which the claim can never exceed. It does not follow capacity_gib: a claim can only grow through a
+# StorageClass with allowVolumeExpansion, which a static claim has not, and an install that failed on that
+# would roll the stack back into an FSx shrink, which FSx refuses (UPDATE_ROLLBACK_FAILED).
+NOMINAL_VOLUME_SIZE = "1200Gi"
 
 
 def persistent_volume_name(config: FsxLustreConfig) -> str:
@@ -43,12 +52,17 @@ class SharedFileSystem(Construct):
     """An FSx for Lustre file system (PERSISTENT_2) for datasets and checkpoints, in one HyperPod subnet.
 
     Defaults (from ``FsxLustreConfig``): ``capacity_gib`` of SSD storage at ``throughput_per_tib``,
-    Lustre 2.15, LZ4 compression, tags copied to backups, encrypted at rest with ``encryption_key`` or a new
-    customer-managed KMS key (rotation on). ``subnet`` is the HyperPod subnet of the configured AZ ID and
-    ``security_group`` the group the nodes are in (the EFA group already allows the Lustre ports 988 and
-    1018-1023 within itself), so nodes reach the file system without another rule. With
+    Lustre 2.15, LZ4 compression, daily automatic backups kept ``automatic_backup_retention_days`` (tags copied
+    to them), encrypted at rest with ``encryption_key`` or a new customer-managed KMS key (rotation on).
+    ``subnet`` is the HyperPod subnet of the configured AZ ID and ``security_group`` the group the nodes are in
+    (the EFA group already allows the Lustre ports 988 and 1018-1023 within itself), so nodes reach the file
+    system without another rule. With
     ``data_repository_s3_uri`` an S3 data repository association links the prefix at ``file_system_path``,
-    importing and exporting new, changed and deleted objects.
+    importing new, changed and deleted objects and exporting new and changed files (deletions too only with
+    ``data_repository_export_deletions``).
+
+    ``capacity_gib`` can grow in place (FSx only grows; a smaller value fails the update and is rolled back).
+    The volume values do not carry it (``NOMINAL_VOLUME_SIZE``), so a growth changes the file system alone.
 
     The file system and the key it creates are RETAINED on stack deletion unless ``retain_on_delete`` is
     false: checkpoints outlive the cluster.
@@ -87,6 +101,7 @@ class SharedFileSystem(Construct):
                 per_unit_storage_throughput=config.throughput_per_tib,
                 data_compression_type="LZ4",
                 copy_tags_to_backups=True,
+                automatic_backup_retention_days=config.automatic_backup_retention_days,
             ),
         )
         self.file_system.apply_removal_policy(removal)
@@ -98,7 +113,7 @@ class SharedFileSystem(Construct):
 
         self.data_repository: fsx.CfnDataRepositoryAssociation | None = None
         if config.data_repository_s3_uri:
-            events = list(DATA_REPOSITORY_EVENTS)
+            export_events = EXPORT_EVENTS + (["DELETED"] if config.data_repository_export_deletions else [])
             self.data_repository = fsx.CfnDataRepositoryAssociation(
                 self, "DataRepository",
                 file_system_id=self.file_system_id,
@@ -106,8 +121,10 @@ class SharedFileSystem(Construct):
                 data_repository_path=config.data_repository_s3_uri,
                 batch_import_meta_data_on_create=True,
                 s3=fsx.CfnDataRepositoryAssociation.S3Property(
-                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(events=events),
-                    auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=events),
+                    auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
+                        events=list(IMPORT_EVENTS)),
+                    auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(
+                        events=export_events),
                 ),
             )
 
@@ -122,7 +139,7 @@ class SharedFileSystem(Construct):
             "namespace": self.config.namespace,
             "persistentVolumeName": persistent_volume_name(self.config),
             "claimName": self.config.pvc_name,
-            "storage": f"{self.config.capacity_gib}Gi",
+            "storage": NOMINAL_VOLUME_SIZE,
             "fileSystemId": self.file_system_id,
             "dnsName": self.dns_name,
             "mountName": self.mount_name,
@@ -132,10 +149,11 @@ class SharedFileSystem(Construct):
 class FsxCsiDriver(Construct):
     """The EKS add-on ``aws-fsx-csi-driver`` with its controller on its own EKS Pod Identity role.
 
-    The role (trusted by ``pods.eks.amazonaws.com``, bound to ``kube-system/fsx-csi-controller-sa`` through
-    the add-on's pod identity association) may only describe and update ``file_system_arn``: enough for
-    statically provisioned volumes and their expansion. Dynamic provisioning (the driver creating file
-    systems) is not granted. ``addon_version`` None lets EKS pick its default for the cluster's version.
+    The role (trusted by ``pods.eks.amazonaws.com`` only for sessions tagged with this cluster's ARN and
+    ``kube-system/fsx-csi-controller-sa``, bound to that service account through the add-on's pod identity
+    association) may only describe ``file_system_arn``: enough for a statically provisioned volume. Expansion
+    through Kubernetes and dynamic provisioning (the driver creating file systems) are not granted.
+    ``addon_version`` None lets EKS pick its default for the cluster's version.
     The add-on needs running nodes for its pods: create it after the HyperPod cluster.
     """
 
@@ -149,14 +167,28 @@ class FsxCsiDriver(Construct):
         addon_version: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        # Pod Identity tags every session with the cluster ARN, namespace and service account
+        # (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html, "List of session tags added by EKS
+        # Pod Identity"); the trust policy matches them as aws:RequestTag/<key>, as AWS's own example does
+        # (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html, "Setting Conditions"), so only this
+        # controller of this cluster gets the role. aws:SourceAccount as on the add-on roles of observability.
         self.role = iam.Role(
             self, "ControllerRole",
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions({"StringEquals": {
+                "aws:SourceAccount": Aws.ACCOUNT_ID,
+                # Built from the name the add-on already reads: no second cross-stack reference.
+                "aws:RequestTag/eks-cluster-arn": Stack.of(self).format_arn(
+                    service="eks", resource="cluster", resource_name=cluster.cluster_name),
+                "aws:RequestTag/kubernetes-namespace": CSI_CONTROLLER_NAMESPACE,
+                "aws:RequestTag/kubernetes-service-account": CSI_CONTROLLER_SERVICE_ACCOUNT,
+            }}).with_session_tags(),
             description="FSx for Lustre CSI controller (EKS Pod Identity): the shared file system only",
         )
+        # Read only: the volume is statically provisioned and never expanded through Kubernetes (the claim has
+        # no StorageClass), so the controller has no use for fsx:UpdateFileSystem; capacity grows in the stack.
         self.role.add_to_policy(iam.PolicyStatement(
             sid="ThisFileSystem",
-            actions=["fsx:DescribeFileSystems", "fsx:UpdateFileSystem"],
+            actions=["fsx:DescribeFileSystems"],
             resources=[file_system_arn],
         ))
         self.addon = eks_l1.CfnAddon(

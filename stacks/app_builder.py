@@ -29,25 +29,30 @@ class HyperPodApp:
 def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
     """Add the stacks for ``config`` to ``app``; stack names are ``<project>-<part>``."""
     env = Environment(account=config.account, region=config.region)
+    # The network stack holds only flow logs (retained anyway) and cannot go while the others stand. `cdk deploy`
+    # switches the deployed stack's protection when this changes (aws-cdk CLI 2.1148.1, lib/index.js:
+    # updateTerminationProtection), so `termination_protection: false` then `cdk destroy` works.
+    protect = config.termination_protection
     network = NetworkStack(
         app, f"{config.project}-network", config=config, env=env,
         description="HyperPod on EKS: VPC, subnets by AZ ID, EFA security group, endpoints",
     )
     eks = EksStack(
         app, f"{config.project}-eks", config=config, network=network.network, env=env,
+        termination_protection=protect,
         description="HyperPod on EKS: EKS control plane, add-ons, access entries",
     )
     eks.add_stack_dependency(network)
     hyperpod = HyperPodStack(
         app, f"{config.project}-hyperpod", config=config, network=network.network,
-        control_plane=eks.control_plane, env=env,
+        control_plane=eks.control_plane, env=env, termination_protection=protect,
         description="HyperPod on EKS: lifecycle scripts, execution role, dependencies chart, HyperPod cluster",
     )
     hyperpod.add_stack_dependency(eks)
     observability = None
     if _any_observability(config):
         observability = ObservabilityStack(
-            app, f"{config.project}-observability", config=config, env=env,
+            app, f"{config.project}-observability", config=config, env=env, termination_protection=protect,
             description="HyperPod on EKS: Container Insights, Managed Prometheus and Grafana, alerts, dashboard",
         )
         # The add-ons need running HyperPod nodes: create them after the cluster.
@@ -56,7 +61,7 @@ def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
     if config.storage.fsx_lustre.enabled:
         storage = StorageStack(
             app, f"{config.project}-storage", config=config, network=network.network,
-            control_plane=eks.control_plane, env=env,
+            control_plane=eks.control_plane, env=env, termination_protection=protect,
             description="HyperPod on EKS: FSx for Lustre, its CSI driver, the training volume and claim",
         )
         # The CSI driver add-on needs running HyperPod nodes: create it after the cluster.

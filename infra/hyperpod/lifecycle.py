@@ -36,13 +36,30 @@ def check_lifecycle_dir(directory: Path, on_create: str) -> Path:
     return script
 
 
+def lifecycle_bucket_name(cluster_name: str) -> str:
+    """``sagemaker-<cluster>-<stack>-<account>-<region>``: ``<stack>`` is the first block of the stack's UUID.
+
+    The managed instance policy reads only ``sagemaker-*`` buckets, so the name cannot be left to CloudFormation
+    entirely; the stack's UUID makes it differ per stack creation, so a bucket kept by an earlier
+    ``cdk destroy`` never blocks the next deploy with AlreadyExists. AWS::StackId is
+    ``arn:<partition>:cloudformation:<region>:<account>:stack/<name>/<uuid>``
+    (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/pseudo-parameter-reference.html); its first
+    UUID block is 8 hex digits. Lengths: 9 + 16 + 8 + 12 + at most 14 (region) + 4 dashes = 63, S3's maximum
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+    """
+    stack_uuid = Fn.select(2, Fn.split("/", Aws.STACK_ID))
+    return Fn.join("-", ["sagemaker", cluster_name.lower()[:16], Fn.select(0, Fn.split("-", stack_uuid)),
+                         Aws.ACCOUNT_ID, Aws.REGION])
+
+
 class LifecycleScripts(Construct):
     """A `sagemaker-` bucket holding the lifecycle scripts of this repository under ``lifecycle/``.
 
-    The bucket is named ``sagemaker-<cluster>-<account>-<region>``, the cluster name lower-cased and cut to
-    20 characters to stay within S3's 63 (the managed instance policy reads only
-    ``sagemaker-*`` buckets; the execution role is also granted read of the prefix explicitly), encrypted
+    The bucket is named by ``lifecycle_bucket_name`` (the managed instance policy reads only ``sagemaker-*``
+    buckets; the execution role is also granted read of the prefix explicitly), encrypted
     (SSE-S3), versioned, TLS-only, with public access blocked and server access logs in a second bucket.
+    With ``removal_policy`` DESTROY both buckets are emptied of every object version before CloudFormation
+    deletes them (aws-cdk-lib's ``auto_delete_objects``), else a versioned bucket ends DELETE_FAILED.
     The scripts directory is checked at synth (``check_lifecycle_dir``) and uploaded at deploy time with
     the rendered ``lifecycle_config.env`` beside them; nothing is fetched from the internet.
 
@@ -67,6 +84,10 @@ class LifecycleScripts(Construct):
         check_lifecycle_dir(scripts_dir, on_create)
         self.on_create = on_create
         self.access_log_bucket: s3.Bucket | None = None
+        # aws-cdk-lib's handler lists object versions and delete markers, denies s3:PutObject (server access
+        # log delivery included) and deletes them all (aws/aws-cdk@3681826a:packages/@aws-cdk/
+        # custom-resource-handlers/lib/aws-s3/auto-delete-objects-handler/index.ts).
+        disposable = removal_policy == RemovalPolicy.DESTROY
         if bucket is None:
             self.access_log_bucket = s3.Bucket(
                 self,
@@ -77,6 +98,7 @@ class LifecycleScripts(Construct):
                 versioned=True,
                 object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
                 removal_policy=removal_policy,
+                auto_delete_objects=disposable,
             )
             acknowledge(
                 self.access_log_bucket, "AwsSolutions-S1",
@@ -85,7 +107,7 @@ class LifecycleScripts(Construct):
             bucket = s3.Bucket(
                 self,
                 "Bucket",
-                bucket_name=Fn.join("-", ["sagemaker", cluster_name.lower()[:20], Aws.ACCOUNT_ID, Aws.REGION]),
+                bucket_name=lifecycle_bucket_name(cluster_name),
                 encryption=s3.BucketEncryption.S3_MANAGED,
                 block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
                 enforce_ssl=True,
@@ -93,6 +115,7 @@ class LifecycleScripts(Construct):
                 server_access_logs_bucket=self.access_log_bucket,
                 server_access_logs_prefix="lifecycle-bucket/",
                 removal_policy=removal_policy,
+                auto_delete_objects=disposable,
             )
         self.bucket = bucket
         # The upload function logs to a group of ours, created before it, with the stacks' retention and

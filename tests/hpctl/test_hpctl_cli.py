@@ -32,6 +32,7 @@ def test_every_command_is_there() -> None:
                 "kubeconfig",
                 "drift",
                 "preflight",
+                "pre-destroy",
                 "render-examples",
             ]
         )

@@ -403,6 +403,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(run, config_file: Path
         "quota ml.g5.8xlarge": "fail",
         "subnet-ips": "pass",
         "identity-center": "fail",
+        "leftovers": "pass",
         "no-replace hp-eks": "pass",
         "no-replace hp-hyperpod": "pass",
     }

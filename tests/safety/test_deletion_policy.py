@@ -11,7 +11,9 @@ DATA_BEARING = ("AWS::S3::Bucket", "AWS::Logs::LogGroup", "AWS::KMS::Key")
 
 @pytest.fixture(scope="session")
 def destroy_data_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize_variant(tmp_path_factory, "destroy-data", mutate({"destroy_data_on_delete": True}))
+    # A throw-away deployment: data deleted with the stacks, and no termination protection to lift first.
+    return synthesize_variant(tmp_path_factory, "destroy-data",
+                              mutate({"destroy_data_on_delete": True, "termination_protection": False}))
 
 
 def _policies(synth: Synthesized) -> dict[str, tuple[str | None, str | None]]:
@@ -54,3 +56,36 @@ def test_every_function_logs_to_a_group_of_its_stack_kept_as_configured(request,
             elif resources[group]["Properties"].get("RetentionInDays") != retention:
                 problems.append(f"{stack}/{group} keeps {resources[group]['Properties'].get('RetentionInDays')}")
     assert problems == []
+
+
+def _emptied_buckets(synth: Synthesized) -> dict[str, set[str]]:
+    """Stack -> the buckets (logical IDs) a Custom::S3AutoDeleteObjects empties before they are deleted."""
+    return {
+        stack: {r["Properties"]["BucketName"]["Ref"] for r in template["Resources"].values()
+                if r["Type"] == "Custom::S3AutoDeleteObjects"}
+        for stack, template in synth.templates.items()
+    }
+
+
+def test_destroy_data_on_delete_empties_every_bucket_first(destroy_data_synth):
+    """Versioned buckets keep old versions and delete markers: CloudFormation cannot delete them until emptied."""
+    buckets = {stack: {k for k, r in template["Resources"].items() if r["Type"] == "AWS::S3::Bucket"}
+               for stack, template in destroy_data_synth.templates.items()}
+    assert any(buckets.values())
+    assert _emptied_buckets(destroy_data_synth) == buckets
+
+
+def test_default_never_empties_a_bucket(default_synth):
+    assert not any(_emptied_buckets(default_synth).values())
+
+
+def test_stacks_that_hold_state_are_protected_unless_the_config_says_otherwise(default_synth, destroy_data_synth):
+    def protected(synth: Synthesized) -> dict[str, bool]:
+        app = synth.app
+        stacks = (app.network, app.eks, app.hyperpod, app.observability)
+        return {s.stack_name: s.termination_protection for s in stacks if s is not None}
+
+    project = default_synth.config.project
+    assert protected(default_synth) == {f"{project}-network": False, f"{project}-eks": True,
+                                        f"{project}-hyperpod": True, f"{project}-observability": True}
+    assert not any(protected(destroy_data_synth).values())

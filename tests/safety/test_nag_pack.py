@@ -102,10 +102,13 @@ CASES: dict[str, tuple[dict[str, tuple[Builder, str]], dict[str, Builder]]] = {
     "EKS1": (
         {"open-cidr": (lambda s: eks(s, vpc={"EndpointPublicAccess": True, "PublicAccessCidrs": ["0.0.0.0/0"]}),
                        "HyperPod-EKS1"),
+         "halves": (lambda s: eks(s, vpc={"EndpointPublicAccess": True,
+                                          "PublicAccessCidrs": ["0.0.0.0/1", "128.0.0.0/1"]}), "HyperPod-EKS1"),
          "no-cidrs": (lambda s: eks(s, vpc={"EndpointPublicAccess": True}), "HyperPod-EKS1"),
          "public-by-default": (lambda s: eks(s, vpc={"EndpointPublicAccess": None}), "HyperPod-EKS1")},
         {"private": lambda s: eks(s),
-         "allow-list": lambda s: eks(s, vpc={"EndpointPublicAccess": True, "PublicAccessCidrs": ["203.0.113.0/24"]})},
+         "allow-list": lambda s: eks(s, vpc={"EndpointPublicAccess": True, "PublicAccessCidrs": ["203.0.113.0/24"]}),
+         "a-slash-8": lambda s: eks(s, vpc={"EndpointPublicAccess": True, "PublicAccessCidrs": ["11.0.0.0/8"]})},
     ),
     "EKS2": (
         {"no-scheduler": (lambda s: eks(s, logs=ALL_LOG_TYPES[:4]), "HyperPod-EKS2[scheduler]")},

@@ -98,6 +98,14 @@ def test_interface_endpoints_only_when_asked(default_synth, variant_synth):
 def test_flow_logs_to_a_retained_log_group(default_synth):
     template = Template.from_json(default_synth.template("network"))
     template.has_resource_properties("AWS::EC2::FlowLog", {"ResourceType": "VPC", "TrafficType": "ALL"})
+    (flow_log,) = template.find_resources("AWS::EC2::FlowLog").values()
+    role_id = flow_log["Properties"]["DeliverLogsPermissionArn"]["Fn::GetAtt"][0]
+    (trust,) = default_synth.template("network")["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"][
+        "Statement"]
+    assert trust["Principal"] == {"Service": "vpc-flow-logs.amazonaws.com"}
+    assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    source_arn = json.dumps(trust["Condition"]["ArnLike"]["aws:SourceArn"])
+    assert ":vpc-flow-log/*" in source_arn and "AWS::AccountId" in source_arn
     template.has_resource("AWS::Logs::LogGroup", {
         "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
         "Properties": Match.object_like({"RetentionInDays": 365}),

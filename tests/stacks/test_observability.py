@@ -104,6 +104,41 @@ def test_grafana_reads_only_this_prometheus_workspace_and_cloudwatch(default_syn
     wide = statements["ReadCloudWatch"]["Action"]
     assert all(a.split(":")[1].startswith(("Describe", "List", "Get", "Start", "Stop")) for a in wide)
     assert default_synth.resources("observability", "Custom::AWS") == {}
+    assert "NetworkAccessControl" not in props
+
+
+def _rendered(value) -> str:
+    """An ARN built with Fn::Join, pseudo parameters as <AWS::...>."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return f"<{value['Ref']}>"
+    separator, parts = value["Fn::Join"]
+    return separator.join(_rendered(p) for p in parts)
+
+
+def test_grafana_queries_only_this_clusters_log_groups(default_synth):
+    statements = _policy(default_synth, "ObservabilityGrafanaWorkspacePolicy")
+    assert not [a for a in statements["ReadCloudWatch"]["Action"]
+                if a in ("logs:StartQuery", "logs:GetQueryResults", "logs:GetLogEvents", "logs:GetLogGroupFields")]
+    logs = statements["QueryThisClustersLogs"]
+    prefix = "arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
+    groups = {_rendered(r).removeprefix(prefix) for r in logs["Resource"]}
+    assert groups == {"/aws/eks/hyperpod-dev-eks/cluster", "/aws/eks/hyperpod-dev-eks/cluster:*",
+                      "/aws/containerinsights/hyperpod-dev-eks/*", "/aws/containerinsights/hyperpod-dev-eks/*:*",
+                      "/aws/sagemaker/Clusters/hyperpod-dev/*", "/aws/sagemaker/Clusters/hyperpod-dev/*:*"}
+
+
+def test_grafana_network_access_from_config(variant_synth):
+    _, grafana = _one(variant_synth, "AWS::Grafana::Workspace")
+    assert grafana["Properties"]["NetworkAccessControl"] == {"PrefixListIds": ["pl-0123456789abcdef0"]}
+
+
+def test_collector_writes_only_this_hyperpod_clusters_log_groups(default_synth):
+    statements = _policy(default_synth, "ObservabilityPrometheusCollectorPolicy")
+    resources = {_rendered(r) for r in statements["HyperPodClusterLogs"]["Resource"]}
+    prefix = "arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/"
+    assert resources == {f"{prefix}hyperpod-dev/*", f"{prefix}hyperpod-dev/*:log-stream:*"}
 
 
 def test_grafana_admins_from_config(variant_synth):
@@ -146,9 +181,15 @@ def test_failed_node_alarm_notifies_the_topic(default_synth):
     topic_id, _ = _one(default_synth, "AWS::SNS::Topic")
     assert props["AlarmActions"] == [{"Ref": topic_id}]
     _, policy = _one(default_synth, "AWS::SNS::TopicPolicy")
-    publishers = {s["Principal"].get("Service") for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    publishers = {s["Principal"].get("Service"): s for s in policy["Properties"]["PolicyDocument"]["Statement"]
                   if s["Effect"] == "Allow" and "sns:Publish" in s["Action"]}
-    assert publishers == {"events.amazonaws.com", "cloudwatch.amazonaws.com"}
+    assert set(publishers) == {"events.amazonaws.com", "cloudwatch.amazonaws.com"}
+    # Each service may publish only for its own rule or alarm, never unconditioned.
+    rule_id, _ = _one(default_synth, "AWS::Events::Rule")
+    events_condition = publishers["events.amazonaws.com"]["Condition"]
+    assert events_condition["ArnEquals"] == {"aws:SourceArn": {"Fn::GetAtt": [rule_id, "Arn"]}}
+    assert events_condition["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    assert "aws:SourceArn" in json.dumps(publishers["cloudwatch.amazonaws.com"]["Condition"])
     keys = default_synth.resources("observability", "AWS::KMS::Key")
     key = next(k for logical_id, k in keys.items() if logical_id.startswith("ObservabilityAlerts"))
     key_users = {s["Principal"].get("Service") for s in key["Properties"]["KeyPolicy"]["Statement"]

@@ -24,6 +24,7 @@ FSX_CHANGES: dict[str, Any] = {
             "throughput_per_tib": 500,
             "az_id": "usw2-az3",
             "data_repository_s3_uri": "s3://example-training-data/datasets",
+            "automatic_backup_retention_days": 0,  # FSx does not back up a file system linked to S3
             "file_system_path": "/datasets",
             "namespace": "ml-team",
             "pvc_name": "shared-fsx",

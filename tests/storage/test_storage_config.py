@@ -17,8 +17,14 @@ from tests.conftest import mutate
         ({"namespace": "kube-system"}, "storage.fsx_lustre.namespace", "already exists"),
         ({"namespace": "default"}, "storage.fsx_lustre.namespace", "already exists"),
         ({"pvc_name": "Shared_FSx"}, "storage.fsx_lustre.pvc_name", "pattern"),
+        ({"data_repository_s3_uri": "s3://example-training-data/x"},
+         "storage.fsx_lustre.automatic_backup_retention_days", "write 0"),
+        ({"data_repository_export_deletions": True}, "storage.fsx_lustre.data_repository_export_deletions",
+         "only used with data_repository_s3_uri"),
+        ({"automatic_backup_retention_days": 91}, "storage.fsx_lustre.automatic_backup_retention_days", "90"),
     ],
-    ids=["version word", "version without build", "kube-system", "default", "claim name"],
+    ids=["version word", "version without build", "kube-system", "default", "claim name",
+         "backups with a data repository", "export deletions without one", "backups beyond 90 days"],
 )
 def test_refused_with_the_key_named(changes, key, words):
     with pytest.raises(ConfigError) as error:

@@ -92,15 +92,7 @@ def test_file_system_and_key_are_retained_by_default(fsx_synth):
 @pytest.fixture(scope="module")
 def disposable_file_system() -> dict[str, Any]:
     """The construct alone with retain_on_delete false and no data repository (no full app synth)."""
-    app = App(context=cdk_json_context())
-    stack = Stack(app, "Disposable")
-    SharedFileSystem(
-        stack, "SharedFileSystem",
-        config=FsxLustreConfig(enabled=True, retain_on_delete=False),
-        subnet=ec2.Subnet.from_subnet_id(stack, "Subnet", "subnet-0123456789abcdef0"),
-        security_group=ec2.SecurityGroup.from_security_group_id(stack, "Group", "sg-0123456789abcdef0"),
-    )
-    return dict(Template.from_stack(stack).to_json()["Resources"])
+    return _file_system_alone("Disposable", FsxLustreConfig(enabled=True, retain_on_delete=False))[1]
 
 
 def test_retain_on_delete_false_deletes_file_system_and_key(disposable_file_system):
@@ -121,7 +113,50 @@ def test_data_repository_association_links_the_configured_prefix(fsx_synth):
     assert props["FileSystemPath"] == "/datasets"
     assert props["BatchImportMetaDataOnCreate"] is True
     assert set(props["S3"]["AutoImportPolicy"]["Events"]) == {"NEW", "CHANGED", "DELETED"}
-    assert set(props["S3"]["AutoExportPolicy"]["Events"]) == {"NEW", "CHANGED", "DELETED"}
+    # A file deleted on FSx stays in S3 unless data_repository_export_deletions says otherwise.
+    assert set(props["S3"]["AutoExportPolicy"]["Events"]) == {"NEW", "CHANGED"}
+
+
+def _file_system_alone(name: str, config: FsxLustreConfig) -> tuple[SharedFileSystem, dict[str, Any]]:
+    """The construct in a stack of its own (no full app synth): the construct and its resources."""
+    app = App(context=cdk_json_context())
+    stack = Stack(app, name)
+    construct = SharedFileSystem(
+        stack, "SharedFileSystem", config=config,
+        subnet=ec2.Subnet.from_subnet_id(stack, "Subnet", "subnet-0123456789abcdef0"),
+        security_group=ec2.SecurityGroup.from_security_group_id(stack, "Group", "sg-0123456789abcdef0"),
+    )
+    return construct, dict(Template.from_stack(stack).to_json()["Resources"])
+
+
+def test_export_deletions_only_when_asked():
+    config = FsxLustreConfig(enabled=True, data_repository_s3_uri="s3://example-training-data/datasets",
+                             automatic_backup_retention_days=0, data_repository_export_deletions=True)
+    _, resources = _file_system_alone("ExportDeletions", config)
+    (association,) = [r for r in resources.values() if r["Type"] == "AWS::FSx::DataRepositoryAssociation"]
+    assert set(association["Properties"]["S3"]["AutoExportPolicy"]["Events"]) == {"NEW", "CHANGED", "DELETED"}
+
+
+def test_daily_backups_are_kept_a_week_by_default_and_off_only_when_written(disposable_file_system, fsx_synth):
+    (fs,) = [r for r in disposable_file_system.values() if r["Type"] == "AWS::FSx::FileSystem"]
+    assert fs["Properties"]["LustreConfiguration"]["AutomaticBackupRetentionDays"] == 7
+    assert fsx_synth.config.storage.fsx_lustre.automatic_backup_retention_days == 0  # written in FSX_CHANGES
+    lustre = _file_system(fsx_synth)[1]["Properties"]["LustreConfiguration"]
+    assert lustre["AutomaticBackupRetentionDays"] == 0
+
+
+def test_growing_the_file_system_changes_the_file_system_alone():
+    """A bigger capacity_gib must not touch the volume release: a failure there would roll the stack back into
+    an FSx shrink, which FSx refuses (UPDATE_ROLLBACK_FAILED)."""
+    small, small_resources = _file_system_alone("Small", FsxLustreConfig(enabled=True, capacity_gib=1200))
+    large, large_resources = _file_system_alone("Large", FsxLustreConfig(enabled=True, capacity_gib=4800))
+    assert Stack.of(small).resolve(small.volume_values()) == Stack.of(large).resolve(large.volume_values())
+    assert small_resources.keys() == large_resources.keys()
+    changed = {k for k in small_resources if small_resources[k] != large_resources[k]}
+    (fs_id,) = changed
+    small_props, large_props = small_resources[fs_id]["Properties"], large_resources[fs_id]["Properties"]
+    assert (small_props["StorageCapacity"], large_props["StorageCapacity"]) == (1200, 4800)
+    assert {**small_props, "StorageCapacity": None} == {**large_props, "StorageCapacity": None}
 
 
 def test_csi_driver_addon_runs_on_its_own_pod_identity_role_scoped_to_the_file_system(fsx_synth):
@@ -133,14 +168,20 @@ def test_csi_driver_addon_runs_on_its_own_pod_identity_role_scoped_to_the_file_s
     (association,) = addon["PodIdentityAssociations"]
     assert association["ServiceAccount"] == "fsx-csi-controller-sa"
     role_id = association["RoleArn"]["Fn::GetAtt"][0]
-    trust = resources[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-    assert trust == [{"Action": ["sts:AssumeRole", "sts:TagSession"], "Effect": "Allow",
-                      "Principal": {"Service": "pods.eks.amazonaws.com"}}]
+    (trust,) = resources[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    tags = trust["Condition"]["StringEquals"]
+    assert tags["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+    assert tags["aws:RequestTag/kubernetes-namespace"] == "kube-system"
+    assert tags["aws:RequestTag/kubernetes-service-account"] == "fsx-csi-controller-sa"
+    assert ":cluster/" in json.dumps(tags["aws:RequestTag/eks-cluster-arn"])
+    assert tags["aws:RequestTag/eks-cluster-arn"]["Fn::Join"][1][-1] == addon["ClusterName"]
     policies = [r for r in resources.values()
                 if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]]
     (statement,) = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
     assert statement["Resource"] == {"Fn::GetAtt": [_file_system(fsx_synth)[0], "ResourceARN"]}
-    assert all(action.startswith("fsx:") and "*" not in action for action in statement["Action"])
+    assert statement["Action"] == "fsx:DescribeFileSystems"  # static claim: nothing to update
     assert not [r for r in resources.values() if r["Type"] == "AWS::IAM::ManagedPolicy"]
 
 
@@ -173,7 +214,7 @@ def test_volume_release_carries_the_claim_the_config_names(fsx_synth):
         "namespace": "ml-team",
         "claimName": "shared-fsx",
         "persistentVolumeName": persistent_volume_name(fsx),
-        "storage": "2400Gi",
+        "storage": "1200Gi",  # nominal, whatever capacity_gib is
         "fileSystemId": f"<Ref {fs_id}>",
         "dnsName": f"<GetAtt {fs_id}.DNSName>",
         "mountName": f"<GetAtt {fs_id}.LustreMountName>",
@@ -245,3 +286,7 @@ def test_nodes_install_the_lustre_client_when_the_file_system_is_on(default_synt
 
     assert "ENABLE_FSX_LUSTRE_CLIENT=true" in settings(fsx_synth)
     assert "ENABLE_FSX_LUSTRE_CLIENT=false" in settings(default_synth)
+
+
+def test_the_storage_stack_is_protected_from_deletion(fsx_synth):
+    assert fsx_synth.app.storage is not None and fsx_synth.app.storage.termination_protection

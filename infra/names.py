@@ -1,0 +1,22 @@
+"""Names AWS fixes for one cluster's log groups; light (no CDK import) so hpctl reads the same facts."""
+
+from __future__ import annotations
+
+# The CloudWatch agent of Container Insights writes one group per kind under /aws/containerinsights/<cluster>/.
+CONTAINER_INSIGHTS_LOG_KINDS = ("application", "dataplane", "host", "performance")
+
+
+def eks_control_plane_log_group(eks_cluster_name: str) -> str:
+    """EKS writes control-plane logs to this group; the name cannot be chosen."""
+    return f"/aws/eks/{eks_cluster_name}/cluster"
+
+
+def container_insights_log_groups(eks_cluster_name: str) -> list[str]:
+    return [f"/aws/containerinsights/{eks_cluster_name}/{kind}" for kind in CONTAINER_INSIGHTS_LOG_KINDS]
+
+
+def cluster_log_groups(eks_cluster_name: str, hyperpod_cluster_name: str) -> list[str]:
+    """The log groups of one cluster as name patterns: EKS control plane, Container Insights, HyperPod nodes
+    (``/aws/sagemaker/Clusters/<name>/<id>``, the id known only once the cluster exists)."""
+    return [eks_control_plane_log_group(eks_cluster_name), f"/aws/containerinsights/{eks_cluster_name}/*",
+            f"/aws/sagemaker/Clusters/{hyperpod_cluster_name}/*"]
