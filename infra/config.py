@@ -462,6 +462,10 @@ class PrometheusConfig(_Strict):
     log_retention_days: RetentionDays = 365
 
 
+# An S3 prefix: s3://<bucket>/ or s3://<bucket>/<key prefix>/ (ending in "/").
+S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(?:[^\s]*/)?$"
+
+
 class GrafanaConfig(_Strict):
     """Amazon Managed Grafana; users sign in through IAM Identity Center (AWS_SSO) or SAML."""
 
@@ -470,6 +474,12 @@ class GrafanaConfig(_Strict):
     # IAM Identity Center user / group IDs made Grafana admins (AWS_SSO only).
     admin_user_ids: list[Annotated[str, Field(min_length=1, max_length=47)]] = []
     admin_group_ids: list[Annotated[str, Field(min_length=1, max_length=47)]] = []
+    # AWS's HyperPod data sources, dashboards and alert rules, provisioned into the workspace at deploy time
+    # (infra/grafana_content.py); the HyperPod observability add-on does not create them.
+    provision_dashboards: bool = True
+    # Where the provisioner reads AWS's pinned dashboard files when github is unreachable: an s3://bucket/prefix/
+    # holding the same files under the same relative paths (their SHA-256 is checked either way).
+    dashboards_s3_source: Annotated[str, Field(pattern=S3_PREFIX_PATTERN)] | None = None
 
     @model_validator(mode="after")
     def _admins(self) -> GrafanaConfig:
