@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlparse
-from urllib.request import Request, urlopen
+from urllib.request import HTTPRedirectHandler, Request, build_opener
 
 import boto3
 from botocore.config import Config
@@ -173,9 +173,7 @@ def provision(props: Mapping[str, Any], deadline: Deadline) -> dict[str, Any]:
         for rule in rules:
             upsert_alert_rule(api, rule)
     finally:
-        grafana.delete_workspace_service_account_token(
-            workspaceId=target.workspace_id, serviceAccountId=account_id, tokenId=token["id"])
-        log(f"deleted token {token['id']}")
+        delete_token(grafana, target.workspace_id, account_id, token["id"])
     return {"PhysicalResourceId": target.physical_id,
             "Data": {"Dashboards": str(len(dashboards)), "AlertRules": str(len(rules))}}
 
@@ -426,6 +424,17 @@ def enable_alerting(grafana: Any, workspace_id: str, deadline: Deadline) -> None
         time.sleep(WORKSPACE_POLL_SECONDS)
 
 
+def delete_token(grafana: Any, workspace_id: str, account_id: str, token_id: str) -> None:
+    """Runs whether or not provisioning worked; a failure here is logged and does not hide the first error
+    (the token expires minutes later anyway)."""
+    try:
+        grafana.delete_workspace_service_account_token(
+            workspaceId=workspace_id, serviceAccountId=account_id, tokenId=token_id)
+        log(f"deleted token {token_id}")
+    except (ClientError, BotoCoreError) as error:
+        log(f"could not delete token {token_id}, it expires on its own: {one_line(str(error))}")
+
+
 def service_accounts(grafana: Any, workspace_id: str) -> Iterator[dict[str, Any]]:
     for page in grafana.get_paginator("list_workspace_service_accounts").paginate(workspaceId=workspace_id):
         yield from page["serviceAccounts"]
@@ -445,11 +454,22 @@ def service_account_id(grafana: Any, target: Target) -> str:
 # --- Grafana HTTP API ----------------------------------------------------------------------------
 
 
+class RefuseRedirects(HTTPRedirectHandler):
+    """A redirect is answered as the 3xx it is: the token must never follow it to another host."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+OPENER = build_opener(RefuseRedirects)
+open_url = OPENER.open
+
+
 def send(method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float) -> tuple[int, bytes]:
     """The one place an HTTP request leaves the function: (status, body), also for error statuses."""
     request = Request(url, data=body, headers=dict(headers), method=method)  # noqa: S310 - https only
     try:
-        with urlopen(request, timeout=timeout) as response:  # noqa: S310
+        with open_url(request, timeout=timeout) as response:
             return int(response.status), bytes(response.read(MAX_FILE_BYTES + 1))
     except HTTPError as error:
         return int(error.code), bytes(error.read(4096) or b"")

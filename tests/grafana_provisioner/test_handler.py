@@ -48,7 +48,7 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"unfaked boundary called with {args!r}")
 
-    monkeypatch.setattr(handler, "urlopen", refuse)
+    monkeypatch.setattr(handler, "open_url", refuse)
     monkeypatch.setattr(handler, "aws_client", refuse)
 
 
@@ -292,3 +292,24 @@ def test_the_construct_pins_every_file_by_commit_and_digest():
                                   f"{grafana_content.CONTENT_COMMIT}/{grafana_content.CONTENT_DIR}")
     assert handler.parse_content(json.dumps(manifest)) == manifest
     assert len({d["uid"] for d in manifest["dashboards"]}) == 5
+
+
+def test_a_failed_token_deletion_does_not_hide_the_provisioning_error(web, grafana):
+    expect_alerting(grafana, ALERTING_ON)
+    expect_token(grafana, existing_account=True)
+    grafana.add_client_error("delete_workspace_service_account_token", "InternalServerException", http_status_code=500)
+    web.fail[("POST", f"https://{ENDPOINT}/api/dashboards/db")] = (500, b"boom")
+    with pytest.raises(handler.ProvisionerError, match="HTTP 500: boom"):
+        run()
+    grafana.assert_no_pending_responses()
+
+
+def test_redirects_are_not_followed():
+    """A 3xx comes back as a status (urllib's handler would resend the Authorization header elsewhere)."""
+    from email.message import Message
+    from urllib.request import HTTPRedirectHandler, Request
+
+    redirects = [h for h in handler.OPENER.handlers if isinstance(h, HTTPRedirectHandler)]
+    assert [type(h) for h in redirects] == [handler.RefuseRedirects]
+    assert redirects[0].redirect_request(Request("https://a.example/"), None, 302, "Found", Message(),
+                                         "https://b.example/") is None
