@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlparse
 
-from aws_cdk import Aws, CustomResource, Duration, RemovalPolicy
+from aws_cdk import Aws, CustomResource, Duration, Fn, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -131,7 +131,9 @@ class GrafanaContent(Construct):
                 "WorkspaceId": workspace_id,
                 "WorkspaceEndpoint": workspace_endpoint,
                 "Region": Aws.REGION,
-                "PrometheusWorkspaceId": prometheus_workspace_id,
+                # The same URL the add-on is given (ManagedPrometheus), partition-aware through URL_SUFFIX.
+                "PrometheusUrl": Fn.join("", [f"https://aps-workspaces.{Aws.REGION}.{Aws.URL_SUFFIX}/workspaces/",
+                                              prometheus_workspace_id]),
                 "ServiceAccountName": SERVICE_ACCOUNT_NAME,
                 "Content": content_manifest(s3_source or GITHUB_SOURCE),
             },

@@ -13,7 +13,8 @@ observability add-on only receives the Grafana workspace's name and ARN; neither
 ``grafana:`` permission, and both create this content themselves.
 
 ResourceProperties (strings): ``WorkspaceId``, ``WorkspaceEndpoint`` (host name), ``Region``,
-``PrometheusWorkspaceId``, ``ServiceAccountName`` and ``Content``, a JSON object::
+``PrometheusUrl`` (``https://aps-workspaces.<region>.<url suffix>/workspaces/<id>``), ``ServiceAccountName``
+and ``Content``, a JSON object::
 
     {"source": "https://<base>/" | "s3://<bucket>/<prefix>/",
      "dashboards": [{"uid": "...", "path": "<relative path>", "sha256": "<hex>"}, ...],
@@ -59,7 +60,9 @@ RULE_UID_PREFIX = "hp-"
 # Grafana UIDs: at most 40 letters, digits, '-' or '_'.
 GRAFANA_UID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 WORKSPACE_ID = re.compile(r"^g-[0-9a-f]{10}$")  # botocore grafana model, shape WorkspaceId
-PROMETHEUS_WORKSPACE_ID = re.compile(r"^ws-[0-9a-f-]+$")
+# The workspace's URL without /api: Grafana's Prometheus data source appends /api/v1/... itself (AWS's
+# Terraform module sets the same URL; AWS's Lambda appends /api, which would double it).
+PROMETHEUS_URL = re.compile(r"^https://aps-workspaces\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/workspaces/ws-[0-9a-f-]+$")
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 HOST = re.compile(r"^[A-Za-z0-9.-]+$")
@@ -132,7 +135,7 @@ class Target:
     workspace_id: str
     endpoint: str
     region: str
-    prometheus_workspace_id: str
+    prometheus_url: str
     service_account: str
 
     @property
@@ -210,7 +213,7 @@ def parse_target(props: Mapping[str, Any]) -> Target:
         workspace_id=required(props, "WorkspaceId", WORKSPACE_ID),
         endpoint=required(props, "WorkspaceEndpoint", HOST),
         region=required(props, "Region", REGION),
-        prometheus_workspace_id=required(props, "PrometheusWorkspaceId", PROMETHEUS_WORKSPACE_ID),
+        prometheus_url=required(props, "PrometheusUrl", PROMETHEUS_URL),
         service_account=required(props, "ServiceAccountName", re.compile(r"^[A-Za-z0-9_-]{1,100}$")),
     )
 
@@ -504,14 +507,11 @@ def upsert_data_sources(api: GrafanaApi, target: Target) -> None:
     """The two data sources AWS's setups create, signed with the workspace's IAM role (``ec2_iam_role``)."""
     signing = {"authType": "sigv4", "sigV4Auth": True, "sigV4Region": target.region,
                "defaultRegion": target.region, "httpMethod": "POST", "sigV4AuthType": "ec2_iam_role"}
-    # The URL is the workspace's, without /api: Grafana's Prometheus data source appends /api/v1/... itself
-    # (AWS's Terraform module builds the same URL).
-    prometheus_url = f"https://aps-workspaces.{target.region}.amazonaws.com/workspaces/{target.prometheus_workspace_id}"
     for source in (
         {"uid": CLOUDWATCH_UID, "name": "cloudwatch", "type": "cloudwatch", "access": "proxy",
          "isDefault": False, "jsonData": signing},
         {"uid": PROMETHEUS_UID, "name": "prometheus", "type": "prometheus", "access": "proxy",
-         "url": prometheus_url, "isDefault": True, "jsonData": signing},
+         "url": target.prometheus_url, "isDefault": True, "jsonData": signing},
     ):
         path = f"/api/datasources/uid/{quote(str(source['uid']))}"
         if api.call("GET", path, allow=frozenset({404})) == 404:

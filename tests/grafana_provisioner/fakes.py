@@ -14,7 +14,7 @@ from botocore.stub import Stubber
 REGION = "us-west-2"
 WORKSPACE = "g-0123456789"
 ENDPOINT = f"{WORKSPACE}.grafana-workspace.{REGION}.amazonaws.com"
-PROMETHEUS = "ws-11111111-2222-3333-4444-555555555555"
+PROMETHEUS_URL = f"https://aps-workspaces.{REGION}.amazonaws.com/workspaces/ws-11111111-2222-3333-4444-555555555555"
 ACCOUNT_NAME = "hyperpod-content-provisioner"
 SOURCE = "https://files.example.com/pinned/"
 TOKEN_KEY = "glsa_test_token"  # noqa: S105 - a fake token
@@ -61,7 +61,7 @@ def content(files: dict[str, bytes] = FILES, source: str = SOURCE) -> str:
 
 def properties(**overrides: Any) -> dict[str, Any]:
     return {"ServiceToken": "arn:aws:lambda:us-west-2:111122223333:function:x", "WorkspaceId": WORKSPACE,
-            "WorkspaceEndpoint": ENDPOINT, "Region": REGION, "PrometheusWorkspaceId": PROMETHEUS,
+            "WorkspaceEndpoint": ENDPOINT, "Region": REGION, "PrometheusUrl": PROMETHEUS_URL,
             "ServiceAccountName": ACCOUNT_NAME, "Content": content(), **overrides}
 
 

@@ -19,7 +19,7 @@ from .fakes import (
     ACCOUNT_NAME,
     ENDPOINT,
     FILES,
-    PROMETHEUS,
+    PROMETHEUS_URL,
     REGION,
     SOURCE,
     WORKSPACE,
@@ -88,7 +88,7 @@ def test_create_provisions_data_sources_folder_dashboards_and_rules_then_deletes
     assert result["Data"] == {"Dashboards": "2", "AlertRules": "2"}
     prometheus = web.data_sources["prometheus"]
     assert prometheus["type"] == "prometheus" and prometheus["isDefault"] is True
-    assert prometheus["url"] == f"https://aps-workspaces.{REGION}.amazonaws.com/workspaces/{PROMETHEUS}"
+    assert prometheus["url"] == PROMETHEUS_URL
     assert prometheus["jsonData"]["sigV4AuthType"] == "ec2_iam_role" and prometheus["jsonData"]["sigV4Region"] == REGION
     assert web.data_sources["cloudwatch"]["type"] == "cloudwatch"
     assert web.folders == {"aws-sm-hp-observability-rules": {"uid": "aws-sm-hp-observability-rules",
@@ -248,6 +248,7 @@ def test_delete_of_a_resource_that_never_got_a_physical_id(web, grafana):
 
 @pytest.mark.parametrize(("props", "message"), [
     ({"WorkspaceId": "not-a-workspace"}, "WorkspaceId"),
+    ({"PrometheusUrl": PROMETHEUS_URL + "/api"}, "PrometheusUrl"),
     ({"Content": "[]"}, "Content must be a JSON object"),
     ({"Content": json.dumps({"source": "http://plain.example.com/", "dashboards": []})}, "https:// or s3://"),
     ({"Content": content().replace("dashboards/gpu.json", "../gpu.json")}, "relative path"),

@@ -202,7 +202,8 @@ def test_grafana_content_follows_both_workspaces_and_cannot_hang_the_stack(defau
     props = _content(default_synth)
     assert props["WorkspaceId"] == {"Fn::GetAtt": [grafana_id, "Id"]}
     assert props["WorkspaceEndpoint"] == {"Fn::GetAtt": [grafana_id, "Endpoint"]}
-    assert props["PrometheusWorkspaceId"] == {"Fn::GetAtt": [prometheus_id, "WorkspaceId"]}
+    assert props["PrometheusUrl"]["Fn::Join"][1][-1] == {"Fn::GetAtt": [prometheus_id, "WorkspaceId"]}
+    assert {"Ref": "AWS::URLSuffix"} in props["PrometheusUrl"]["Fn::Join"][1]
     assert props["ServiceTimeout"] == "600"
     content = json.loads(props["Content"])
     assert content["source"] == grafana_content.GITHUB_SOURCE
