@@ -90,8 +90,11 @@ class GrafanaContent(Construct):
         self.log_group.grant_write(self.role)
         self.policy = iam.Policy(self, "Policy", roles=[self.role], statements=[iam.PolicyStatement(
             sid="ThisWorkspaceOnly",
-            # Resource type workspace (Service Authorization Reference, "Actions, resources, and condition
-            # keys for Amazon Managed Grafana").
+            # Action names as in the Service Authorization Reference
+            # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_grafana.html), workspace
+            # ARN format arn:<partition>:grafana:<region>:<account>:/workspaces/<id>. Unverified: the copy read
+            # here showed resource type workspace* for CreateWorkspaceApiKey but not the rows of these actions;
+            # if one of them took no resource type, the call is denied and the deployment fails visibly.
             actions=["grafana:DescribeWorkspace", "grafana:DescribeWorkspaceConfiguration",
                      "grafana:UpdateWorkspaceConfiguration", "grafana:ListWorkspaceServiceAccounts",
                      "grafana:CreateWorkspaceServiceAccount", "grafana:DeleteWorkspaceServiceAccount",
