@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "ContainerInsights": "infra.observability",
     "ManagedPrometheus": "infra.observability",
     "ManagedGrafana": "infra.observability",
+    "GrafanaContent": "infra.grafana_content",
     "HyperPodAlerts": "infra.observability",
     "ClusterDashboard": "infra.observability",
     "SharedFileSystem": "infra.storage",

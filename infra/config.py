@@ -593,6 +593,10 @@ class GrafanaNetworkAccess(_Strict):
         return self
 
 
+# An S3 prefix: s3://<bucket>/ or s3://<bucket>/<key prefix>/ (ending in "/").
+S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(?:[^\s]*/)?$"
+
+
 class GrafanaConfig(_Strict):
     """Amazon Managed Grafana; users sign in through IAM Identity Center (AWS_SSO) or SAML."""
 
@@ -603,6 +607,12 @@ class GrafanaConfig(_Strict):
     admin_group_ids: list[Annotated[str, Field(min_length=1, max_length=47)]] = []
     # null: the workspace is reachable from any network (sign-in still required).
     network_access: GrafanaNetworkAccess | None = None
+    # AWS's HyperPod data sources, dashboards and alert rules, provisioned into the workspace at deploy time
+    # (infra/grafana_content.py); the HyperPod observability add-on does not create them.
+    provision_dashboards: bool = True
+    # Where the provisioner reads AWS's pinned dashboard files when github is unreachable: an s3://bucket/prefix/
+    # holding the same files under the same relative paths (their SHA-256 is checked either way).
+    dashboards_s3_source: Annotated[str, Field(pattern=S3_PREFIX_PATTERN)] | None = None
 
     @model_validator(mode="after")
     def _admins(self) -> GrafanaConfig:

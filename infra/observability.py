@@ -24,6 +24,7 @@ from constructs import Construct
 from infra.common import acknowledge, nag_name, retention
 from infra.config import AlertsConfig, GrafanaConfig, ObservabilityConfig, PrometheusConfig
 from infra.names import cluster_log_groups, container_insights_log_groups
+from infra.grafana_content import GrafanaContent
 
 CONTAINER_INSIGHTS_ADDON = "amazon-cloudwatch-observability"
 CONTAINER_INSIGHTS_SERVICE_ACCOUNT = "cloudwatch-agent"
@@ -145,7 +146,8 @@ class ManagedPrometheus(Construct):
     ``add_hyperpod_observability_addon()`` installs the add-on that feeds the workspace. Its collector runs
     on a Pod Identity role allowed ``aps:RemoteWrite`` on this workspace only, plus the HyperPod cluster log
     groups the add-on documents. With a Grafana workspace the add-on is told its name and ARN (``amgWorkspace``)
-    as AWS's setups do; the data sources and dashboards are provisioned on the Grafana side.
+    as AWS's setups do; the data sources and dashboards are provisioned by ``GrafanaContent``
+    (infra/grafana_content.py).
     """
 
     def __init__(
@@ -483,6 +485,15 @@ class HyperPodObservability(Construct):
                 prometheus_workspace_arn=self.prometheus.workspace.attr_arn,
                 log_group_names=cluster_log_groups(eks_cluster_name, hyperpod_cluster_name),
                 log_retention=log_retention, removal_policy=removal_policy)
+        self.grafana_content = None
+        if self.grafana is not None and self.prometheus is not None and config.grafana.provision_dashboards:
+            self.grafana_content = GrafanaContent(
+                self, "GrafanaContent", workspace_id=self.grafana.workspace.attr_id,
+                workspace_endpoint=self.grafana.workspace.attr_endpoint, workspace_arn=self.grafana.workspace_arn,
+                prometheus_workspace_id=self.prometheus.workspace.attr_workspace_id,
+                s3_source=config.grafana.dashboards_s3_source, log_retention=log_retention,
+                removal_policy=removal_policy,
+            )
         if self.prometheus is not None:
             self.prometheus.add_hyperpod_observability_addon(self.grafana)
         self.alerts = (

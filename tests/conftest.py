@@ -118,7 +118,8 @@ VARIANT_CHANGES: dict[str, Any] = {
     "observability": {
         "prometheus": {"metrics": {"network": {"level": "ADVANCED"}}, "logging": True},
         "grafana": {"admin_user_ids": ["9067c7ea2d-11111111-2222-3333-4444-555555555555"],
-                    "network_access": {"prefix_list_ids": ["pl-0123456789abcdef0"]}},
+                    "network_access": {"prefix_list_ids": ["pl-0123456789abcdef0"]},
+                    "dashboards_s3_source": "s3://dashboards-copy-111122223333/hyperpod/"},
         "alerts": {"levels": ["Warn", "Error"], "email": "oncall@example.com"},
     },
     "eks": {

@@ -130,6 +130,8 @@ REFUSALS = [
     ("fsx az without subnet", {"storage": {"fsx_lustre": {"az_id": "usw2-az4"}}}, "storage.fsx_lustre.az_id",
      "usw2-az4"),
     ("training plan arn", group(training_plan_arn="plan-1"), "hyperpod.instance_groups.0.training_plan_arn", "plan-1"),
+    ("grafana files prefix", {"observability": {"grafana": {"dashboards_s3_source": "s3://bucket/no-slash"}}},
+     "observability.grafana.dashboards_s3_source", "s3://bucket/no-slash"),
 ]
 
 

@@ -32,6 +32,7 @@ PAGES: dict[str, str] = {
     "ContainerInsights": "observability.md",
     "ManagedPrometheus": "observability.md",
     "ManagedGrafana": "observability.md",
+    "GrafanaContent": "observability.md",
     "HyperPodAlerts": "observability.md",
     "ClusterDashboard": "observability.md",
     "SharedFileSystem": "shared-file-system.md",

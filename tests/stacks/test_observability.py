@@ -228,3 +228,58 @@ def test_minimal_variant_passes_nag(request, variant):
     synth = request.getfixturevalue(variant)
     report = json.loads((synth.outdir / "validation-report.json").read_text())
     assert all(p["conclusion"] == "success" for p in report["pluginReports"])
+
+
+def _content(synth):
+    (content,) = synth.resources("observability", "Custom::HyperPodGrafanaContent").values()
+    return content["Properties"]
+
+
+def test_grafana_content_follows_both_workspaces_and_cannot_hang_the_stack(default_synth):
+    from infra import grafana_content
+
+    grafana_id, _ = _one(default_synth, "AWS::Grafana::Workspace")
+    prometheus_id, _ = _one(default_synth, "AWS::APS::Workspace")
+    props = _content(default_synth)
+    assert props["WorkspaceId"] == {"Fn::GetAtt": [grafana_id, "Id"]}
+    assert props["WorkspaceEndpoint"] == {"Fn::GetAtt": [grafana_id, "Endpoint"]}
+    assert props["PrometheusUrl"]["Fn::Join"][1][-1] == {"Fn::GetAtt": [prometheus_id, "WorkspaceId"]}
+    assert {"Ref": "AWS::URLSuffix"} in props["PrometheusUrl"]["Fn::Join"][1]
+    assert props["ServiceTimeout"] == "600"
+    content = json.loads(props["Content"])
+    assert content["source"] == grafana_content.GITHUB_SOURCE
+    assert f"/{grafana_content.CONTENT_COMMIT}/" in content["source"]
+    assert [d["sha256"] for d in content["dashboards"]] == [d[2] for d in grafana_content.DASHBOARDS]
+    functions = default_synth.resources("observability", "AWS::Lambda::Function")
+    provisioner = next(f for k, f in functions.items() if k.startswith("ObservabilityGrafanaContentFunction"))
+    assert provisioner["Properties"]["Timeout"] == 300 and "VpcConfig" not in provisioner["Properties"]
+
+
+def test_grafana_content_may_manage_this_workspace_only(default_synth, variant_synth):
+    grafana_id, _ = _one(default_synth, "AWS::Grafana::Workspace")
+    statements = _policy(default_synth, "ObservabilityGrafanaContentPolicy")
+    assert set(statements) == {"ThisWorkspaceOnly"}
+    scope = statements["ThisWorkspaceOnly"]["Resource"]
+    assert scope["Fn::Join"][1][-2:] == [":/workspaces/", {"Fn::GetAtt": [grafana_id, "Id"]}]
+    assert all(a.startswith("grafana:") and "*" not in a for a in statements["ThisWorkspaceOnly"]["Action"])
+    variant = _policy(variant_synth, "ObservabilityGrafanaContentPolicy")
+    assert variant["ReadContentCopy"]["Action"] == "s3:GetObject"
+    assert variant["ReadContentCopy"]["Resource"]["Fn::Join"][1][-1] == ":s3:::dashboards-copy-111122223333/hyperpod/*"
+    assert json.loads(_content(variant_synth)["Content"])["source"] == "s3://dashboards-copy-111122223333/hyperpod/"
+
+
+def test_grafana_content_switches_off_with_its_flag_or_with_grafana(observability_minimal_synth):
+    from aws_cdk import App, RemovalPolicy, Stack
+    from aws_cdk import aws_logs as logs
+
+    from infra.config import ObservabilityConfig
+    from infra.observability import HyperPodObservability
+    from tests.conftest import cdk_json_context
+
+    assert observability_minimal_synth.resources("observability", "Custom::HyperPodGrafanaContent") == {}
+    stack = Stack(App(context=cdk_json_context()), "Consumer")
+    built = HyperPodObservability(
+        stack, "Observability", config=ObservabilityConfig(grafana={"provision_dashboards": False}), name="team",
+        eks_cluster_name="eks", eks_cluster_arn="arn:aws:eks:us-west-2:111122223333:cluster/eks",
+        hyperpod_cluster_name="team", log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.RETAIN)
+    assert built.grafana is not None and built.grafana_content is None

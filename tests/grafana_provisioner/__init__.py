@@ -1,0 +1,1 @@
+"""Tests of the Grafana content provisioner custom resource handler."""
