@@ -74,8 +74,18 @@ def is_not_found(error: ClientError) -> bool:
     )
 
 
-def describe_aws_error(error: Exception) -> tuple[str, int]:
+def one_line(text: str) -> str:
+    """Collapse line breaks and runs of blanks: an AWS error body can span lines."""
+    return " ".join(str(text).split())
+
+
+def describe_aws_error(error: Exception, region: str | None = None) -> tuple[str, int]:
     """One line naming what went wrong and what to do, plus the exit code."""
+    line, code = _describe(error, region)
+    return one_line(line), code
+
+
+def _describe(error: Exception, region: str | None) -> tuple[str, int]:
     if isinstance(error, ClientError):
         code = error_code(error)
         message = error.response.get("Error", {}).get("Message", "") or str(error)
@@ -90,7 +100,8 @@ def describe_aws_error(error: Exception) -> tuple[str, int]:
         if code in {"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId"}:
             return f"AWS credentials rejected for {operation} ({code}): refresh them and retry", EXIT_AWS
         if is_not_found(error):
-            return f"not found: {message} ({operation})", EXIT_AWS
+            where = f" in {region}" if region else ""
+            return f"not found{where}: {message} ({operation})", EXIT_AWS
         return f"{operation} failed ({code}): {message}", EXIT_AWS
     if isinstance(error, NoCredentialsError | PartialCredentialsError):
         return (
@@ -105,7 +116,7 @@ def describe_aws_error(error: Exception) -> tuple[str, int]:
     if isinstance(error, EndpointConnectionError | BotoConnectionError):
         return f"cannot reach the AWS endpoint: {error}; check the network, proxy and region", EXIT_AWS
     if isinstance(error, ParamValidationError):
-        return f"invalid request: {error}".replace("\n", " "), EXIT_USAGE
+        return f"invalid request: {error}", EXIT_USAGE
     if isinstance(error, BotoCoreError):
-        return f"AWS SDK error: {error}".replace("\n", " "), EXIT_AWS
+        return f"AWS SDK error: {error}", EXIT_AWS
     return f"{type(error).__name__}: {error}", EXIT_FAILED
