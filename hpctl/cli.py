@@ -9,7 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -696,8 +696,15 @@ def _level(text: str) -> str:
     raise argparse.ArgumentTypeError(f"unknown level {text!r} (valid: {', '.join(api.LEVELS)})")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (the full usage of update-software is a screenful), pointing at --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="hpctl",
         description=DESCRIPTION,
         epilog="example:\n  hpctl status --config config/prod.yaml\n\n" + EXIT_CODE_TABLE,
