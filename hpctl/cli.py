@@ -810,11 +810,13 @@ def build_parser() -> argparse.ArgumentParser:
         "ssh-config",
         common,
         "print ssh Host entries with an SSM ProxyCommand for every node",
-        "hpctl ssh-config --user ec2-user > ~/.ssh/config.d/hyperpod",
+        "hpctl ssh-config > ~/.ssh/config.d/hyperpod",
     )
     p.add_argument("--group", action="append", default=[], help="only this instance group (repeatable)")
     p.add_argument("--status", action="append", default=[], help="only nodes in this status (repeatable)")
-    p.add_argument("--user", help="add a User line for this login name")
+    # The nodes run the Amazon Linux EKS AMI (lifecycle_scripts/on_create.sh); its login is ec2-user
+    # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/managing-users.html).
+    p.add_argument("--user", default="ec2-user", help="the User line's login name (default ec2-user)")
     p.set_defaults(handler=cmd_ssh_config)
 
     for action, what in (("reboot", "BatchRebootClusterNodes"), ("replace", "BatchReplaceClusterNodes")):

@@ -411,3 +411,11 @@ def test_kubeconfig_eks_name_from_the_orchestrator(run) -> None:
     )
     code, data = run.json("kubeconfig", *BASE, "--print", clients={"sagemaker": sm, "eks": _eks()})
     assert code == 0 and data["clusters"][0]["name"] == EKS["arn"]
+
+
+def test_ssh_config_logs_in_as_the_amazon_linux_user_by_default(run) -> None:
+    client, stub = stubbed("sagemaker")
+    stub.add_response("describe_cluster", cluster_description())
+    stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [_node(IDS[0])]})
+    code, out, _ = run("ssh-config", *BASE, clients={"sagemaker": client})
+    assert code == 0 and "  User ec2-user" in out
