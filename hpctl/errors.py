@@ -18,20 +18,21 @@ from botocore.exceptions import (
 
 # The exit-code table, shown in `hpctl --help` and docs/hpctl.md.
 EXIT_OK = 0
-EXIT_FAILED = 1  # drift found, a preflight check failed, a node operation failed, cluster ended Failed
+EXIT_FAILED = 1  # drift, a failed check/node operation/software update, cluster Failed, no session opened
 EXIT_USAGE = 2  # bad arguments, bad config file, refused confirmation without a terminal
 EXIT_AWS = (
     3  # an AWS call failed (access denied, throttled after retries, not found, no credentials, network)
 )
-EXIT_TIMEOUT = 4  # `wait` gave up before the cluster settled
+EXIT_TIMEOUT = 4  # `wait` or `update-software --wait` gave up before the cluster settled
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 EXIT_CODE_TABLE = """exit codes:
   0  success (no drift, every check passed, every node accepted)
-  1  drift found, a preflight check failed, a node operation failed, the cluster is Failed, or aborted
+  1  drift found, a check or node operation or software update failed, the cluster is Failed,
+     connect opened no session, or aborted
   2  usage or configuration error (also: confirmation needed but stdin is not a terminal)
   3  AWS error (access denied, throttled after retries, not found, no credentials, endpoint unreachable)
-  4  timeout (wait)"""
+  4  timeout (wait, update-software --wait)"""
 
 
 class HpctlError(Exception):
