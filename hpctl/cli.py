@@ -228,6 +228,7 @@ def cmd_events(args: argparse.Namespace, t: Target, clients: Any) -> int:
         raise UsageError(f"--since {args.since} is not before --until {args.until}")
     if args.follow and before:
         raise UsageError("--follow shows new events as they come: it takes no --until")
+    interval = _interval(args.interval) if args.follow else 0.0
     min_level = api.LEVELS.index(args.level) if args.level else 0
     node = api.normalize_node_id(args.node) if args.node else None
     sm = clients("sagemaker")
@@ -250,23 +251,23 @@ def cmd_events(args: argparse.Namespace, t: Target, clients: Any) -> int:
         else:
             print_table(EVENT_HEADERS, [_event_row(r) for r in records])
         return EXIT_OK
-    return _follow_events(args, records, fetch)
+    return _follow_events(args.json, interval, records, fetch)
 
 
 def _follow_events(
-    args: argparse.Namespace,
+    as_json: bool,
+    interval: float,
     records: list[dict[str, Any]],
     fetch: Callable[[dt.datetime | None], list[dict[str, Any]]],
 ) -> int:
     """Print the events so far, then poll for newer ones until Ctrl-C (JSON: one object per line)."""
-    interval = _interval(args.interval)
     seen: set[str] = set()
     last = None
-    header = not args.json
+    header = True
     while True:
         fresh = [r for r in records if r["event_id"] not in seen]
         if fresh:
-            if args.json:
+            if as_json:
                 for r in fresh:
                     print(to_json(r, indent=None), flush=True)
             else:
