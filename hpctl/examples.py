@@ -29,8 +29,10 @@ class Accelerators(NamedTuple):
 # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/p5-efa.html).
 # Left out, so they need `hpctl render-examples --gpus N --efa N`:
 # - ml.g4dn.* and ml.g7.* (not ml.g7e.*): in no AWS table read here;
-# - ml.p6e-gb200.36xlarge: that table says 0 EFA devices, while AWS announces EFA networking for P6e-GB200
-#   UltraServers on HyperPod; the sources disagree, so no count is guessed.
+# - ml.p6e-gb200.36xlarge: that table says 0 EFA devices, while the AWS Machine Learning Blog post "Train and deploy
+#   AI models at trillion-parameter scale with Amazon SageMaker HyperPod support for P6e-GB200 UltraServers" (read
+#   in a repost, https://news.fishaiapp.com/news/4622641) gives each compute node up to 17 NICs of EFA v4; the
+#   sources disagree, so no count is guessed.
 ACCELERATORS: dict[str, Accelerators] = {
     "ml.g5.xlarge": Accelerators(1, 0, 0),
     "ml.g5.2xlarge": Accelerators(1, 0, 0),
