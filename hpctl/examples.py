@@ -433,8 +433,9 @@ def smoke_test(config: Any, group: Any, acc: Accelerators) -> list[dict[str, Any
         "spec": {
             "slotsPerWorker": gpus,
             # MPIJob v2beta1 (kubeflow/mpi-operator@caa3c47f:pkg/apis/kubeflow/v2beta1/types.go, also in v0.5.0,
-            # the operator the HyperPod dependencies chart ships: aws/sagemaker-hyperpod-cli@011ca927:
-            # helm_chart/HyperPodHelmChart/charts/mpi-operator/Chart.yaml appVersion 0.5.0, its CRD has the field).
+            # the operator the HyperPod dependencies chart ships at the pinned a00b22d1 (and at main 011ca927):
+            # aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea:helm_chart/HyperPodHelmChart/
+            # charts/mpi-operator/Chart.yaml appVersion 0.5.0; its templates/mpijob-crd.yaml has the field).
             # The launcher starts once every worker is Ready, so mpirun does not race the workers' sshd.
             "launcherCreationPolicy": "WaitForWorkersReady",
             # backoffLimit and activeDeadlineSeconds go to the launcher's Job: one more try for a transient
