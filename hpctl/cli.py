@@ -949,6 +949,8 @@ def main(argv: Sequence[str] | None = None, *, make_clients: MakeClients | None 
             enable_debug_log()
         need_cluster = getattr(args, "need_cluster", True) and not getattr(args, "eks_cluster", None)
         target = resolve(args, need_config=getattr(args, "need_config", False), need_cluster=need_cluster)
+        if warning := target.region_warning():
+            _err(warning)
         factory = make_clients or (lambda region, profile: Clients(region, profile))
         return int(args.handler(args, target, factory(target.region, target.profile)))
     except ConfigError as error:

@@ -22,6 +22,14 @@ class Target:
     profile: str | None
     cfg: Any  # infra.config.AppConfig, or None when --cluster and --region were enough
     explicit_cluster: bool
+    region_source: str = "--region"
+
+    def region_warning(self) -> str | None:
+        """A line to show when the region is not the one the config deploys to (drift, preflight and the
+        config's cluster name then talk about another region)."""
+        if self.cfg is None or self.region == self.cfg.region:
+            return None
+        return f"warning: using region {self.region} (from {self.region_source}), not the config's {self.cfg.region}"
 
 
 def _load(path: str) -> Any:
@@ -49,18 +57,19 @@ def resolve(args: Any, need_config: bool = False, need_cluster: bool = True) -> 
     arn = _ARN.match(cluster)
     if arn and args.region and args.region != arn["region"]:
         raise UsageError(f"--region {args.region} does not match the region of cluster ARN {cluster}")
-    region = (
-        args.region
-        or (arn["region"] if arn else None)
-        or environment_region(args.profile)
-        or (cfg.region if cfg is not None else None)
+    candidates = (
+        ("--region", lambda: args.region),
+        ("the cluster ARN", lambda: arn["region"] if arn else None),
+        ("AWS_REGION, AWS_DEFAULT_REGION or the profile", lambda: environment_region(args.profile)),
+        ("the config", lambda: cfg.region if cfg is not None else None),
     )
+    source, region = next(((name, value) for name, get in candidates if (value := get())), ("", None))
     if not region and cfg is None and Path(DEFAULT_CONFIG).is_file():
         cfg = _load(DEFAULT_CONFIG)  # run inside the repository: the app's region
-        region = cfg.region
+        source, region = "the config", cfg.region
     if not region:
         raise UsageError("no region: pass --region, set AWS_REGION, or pass a --config file with a region")
-    return Target(cluster, region, args.profile, cfg, bool(args.cluster))
+    return Target(cluster, region, args.profile, cfg, bool(args.cluster), source)
 
 
 _DURATION = re.compile(r"^(?:\d+\s*[smhd]?\s*)+$")

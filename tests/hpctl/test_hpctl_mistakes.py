@@ -106,6 +106,18 @@ def test_region_order_is_flag_then_environment_then_config(monkeypatch, write_co
     assert _resolve("--config", config).region == "us-west-2"
 
 
+def test_a_region_other_than_the_configs_is_announced(run, monkeypatch, config_file: Path) -> None:
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    client, stub = stubbed("sagemaker")
+    stub.add_response("describe_cluster", cluster_description())
+    stub.add_response("describe_cluster", cluster_description())
+    _, _, err = run("drift", "--config", str(config_file), "--region", REGION, clients={"sagemaker": client})
+    assert err == ""  # same region as the config: nothing to say
+    _, _, err = run("drift", "--config", str(config_file), clients={"sagemaker": client})
+    assert "using region eu-west-1 (from AWS_REGION, AWS_DEFAULT_REGION or the profile)" in err
+    assert "not the config's us-west-2" in err
+
+
 def test_the_region_of_a_cluster_arn_wins_and_a_contradicting_region_is_refused(run, monkeypatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     assert _resolve("--cluster", CLUSTER_ARN).region == REGION
