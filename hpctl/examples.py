@@ -173,8 +173,8 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-# EC2 names its NVIDIA GPU families P and G (P4d, G5, Gr6, ...); a type of those families missing from the table
-# still holds the examples once --gpus says how many GPUs it has.
+# In botocore's HyperPod list the P and G families are the GPU types (every one the table counts has NVIDIA GPUs; G4ad,
+# AMD, is not a HyperPod type): an uncounted one of them still holds the examples once --gpus says how many.
 _NVIDIA_FAMILY = re.compile(r"^ml\.[pg]")
 
 
