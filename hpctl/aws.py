@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import sys
 from functools import cache
 from typing import Any
 
@@ -9,28 +11,49 @@ import boto3
 import botocore.loaders
 import botocore.session
 from botocore.config import Config
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from hpctl import __version__
 
-# Adaptive retries back off and rate-limit on throttling; 10 attempts ride out a busy control plane.
+# Adaptive retries back off and rate-limit on throttling. botocore retries an unreachable endpoint with the same
+# budget, so it stays small (4 retries, 5 s to connect) and each retry of a connection says so on stderr.
+MAX_RETRIES = 4
 RETRY_CONFIG = Config(
-    retries={"mode": "adaptive", "max_attempts": 10},
-    connect_timeout=10,
+    retries={"mode": "adaptive", "max_attempts": MAX_RETRIES},
+    connect_timeout=5,
     read_timeout=60,
     user_agent_extra=f"hpctl/{__version__}",
 )
 
 
 @cache
-def _loader() -> botocore.loaders.Loader:
+def loader() -> botocore.loaders.Loader:
     """One loader per process: service models are parsed once, not once per session."""
     return botocore.loaders.create_loader()
 
 
 def new_session(profile: str | None, region: str | None) -> boto3.Session:
     core = botocore.session.get_session()
-    core.register_component("data_loader", _loader())
+    core.register_component("data_loader", loader())
     return boto3.Session(botocore_session=core, profile_name=profile, region_name=region)
+
+
+def _note_connection_retry(attempts: int, caught_exception: Exception | None = None, **_: Any) -> None:
+    """A line on stderr when botocore is about to retry a connection failure, instead of silence."""
+    if isinstance(caught_exception, BotoConnectionError) and attempts <= MAX_RETRIES:
+        print(
+            f"hpctl: cannot reach the endpoint yet ({caught_exception}); retry {attempts} of {MAX_RETRIES}",
+            file=sys.stderr,
+        )
+
+
+def enable_debug_log() -> None:
+    """botocore's request and response log on stderr (`--debug`)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    logger = logging.getLogger("botocore")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
 
 
 class Clients:
@@ -49,5 +72,7 @@ class Clients:
         if service not in self._clients:
             if self._session is None:
                 self._session = new_session(self.profile, self.region)
-            self._clients[service] = self._session.client(service, config=RETRY_CONFIG)
+            client = self._session.client(service, config=RETRY_CONFIG)
+            client.meta.events.register("needs-retry", _note_connection_retry)
+            self._clients[service] = client
         return self._clients[service]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator, Sequence
+from functools import cache
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from hpctl.aws import loader
 from hpctl.errors import EXIT_AWS, HpctlError, is_not_found
 
 # BatchRebootClusterNodes / BatchReplaceClusterNodes accept at most this many node IDs a call.
@@ -15,6 +17,13 @@ MAX_NODES_PER_BATCH = 25
 PAGE_SIZE = 100
 
 LEVELS = ("Info", "Warn", "Error")
+
+
+@cache
+def node_statuses() -> tuple[str, ...]:
+    """The node statuses ListClusterNodes reports (ClusterInstanceStatus in botocore's SageMaker model)."""
+    model = loader().load_service_model("sagemaker", "service-2")
+    return tuple(model["shapes"]["ClusterInstanceStatus"]["enum"])
 
 
 def cluster_id(cluster_arn: str) -> str:
@@ -39,9 +48,13 @@ def normalize_node_id(node: str) -> str:
     return node
 
 
+def region_of(client: Any) -> str:
+    return str(getattr(getattr(client, "meta", None), "region_name", None) or "this region")
+
+
 class ClusterNotFound(HpctlError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"HyperPod cluster {name!r} not found in this account and region", EXIT_AWS)
+    def __init__(self, name: str, region: str) -> None:
+        super().__init__(f"HyperPod cluster {name!r} not found in {region} (this account)", EXIT_AWS)
 
 
 def describe_cluster(sagemaker: Any, name: str) -> dict[str, Any]:
@@ -49,7 +62,7 @@ def describe_cluster(sagemaker: Any, name: str) -> dict[str, Any]:
         response = sagemaker.describe_cluster(ClusterName=name)
     except ClientError as error:
         if is_not_found(error):
-            raise ClusterNotFound(name) from None
+            raise ClusterNotFound(name, region_of(sagemaker)) from None
         raise
     response.pop("ResponseMetadata", None)
     return response
@@ -61,6 +74,12 @@ def find_cluster(sagemaker: Any, name: str) -> dict[str, Any] | None:
         return describe_cluster(sagemaker, name)
     except ClusterNotFound:
         return None
+
+
+def iter_clusters(sagemaker: Any) -> Iterator[dict[str, Any]]:
+    """Every HyperPod cluster of the region (ListClusters, page after page)."""
+    for page in sagemaker.get_paginator("list_clusters").paginate(PaginationConfig={"PageSize": PAGE_SIZE}):
+        yield from page.get("ClusterSummaries", [])
 
 
 def iter_nodes(sagemaker: Any, name: str, group_contains: str | None = None) -> Iterator[dict[str, Any]]:
@@ -77,7 +96,9 @@ def describe_node(sagemaker: Any, name: str, instance_id: str) -> dict[str, Any]
         return sagemaker.describe_cluster_node(ClusterName=name, NodeId=instance_id)["NodeDetails"]
     except ClientError as error:
         if is_not_found(error):
-            raise HpctlError(f"node {instance_id} not found in cluster {name}", EXIT_AWS) from None
+            raise HpctlError(
+                f"node {instance_id} not found in cluster {name} ({region_of(sagemaker)})", EXIT_AWS
+            ) from None
         raise
 
 

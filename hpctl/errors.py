@@ -18,20 +18,21 @@ from botocore.exceptions import (
 
 # The exit-code table, shown in `hpctl --help` and docs/hpctl.md.
 EXIT_OK = 0
-EXIT_FAILED = 1  # drift found, a preflight check failed, a node operation failed, cluster ended Failed
+EXIT_FAILED = 1  # drift, a failed check/node operation/software update, cluster Failed, no session opened
 EXIT_USAGE = 2  # bad arguments, bad config file, refused confirmation without a terminal
 EXIT_AWS = (
     3  # an AWS call failed (access denied, throttled after retries, not found, no credentials, network)
 )
-EXIT_TIMEOUT = 4  # `wait` gave up before the cluster settled
+EXIT_TIMEOUT = 4  # `wait` or `update-software --wait` gave up before the cluster settled
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
 EXIT_CODE_TABLE = """exit codes:
   0  success (no drift, every check passed, every node accepted)
-  1  drift found, a preflight check failed, a node operation failed, the cluster is Failed, or aborted
+  1  drift found, a check or node operation or software update failed, the cluster is Failed,
+     connect opened no session, or aborted
   2  usage or configuration error (also: confirmation needed but stdin is not a terminal)
   3  AWS error (access denied, throttled after retries, not found, no credentials, endpoint unreachable)
-  4  timeout (wait)"""
+  4  timeout (wait, update-software --wait)"""
 
 
 class HpctlError(Exception):
@@ -74,8 +75,18 @@ def is_not_found(error: ClientError) -> bool:
     )
 
 
-def describe_aws_error(error: Exception) -> tuple[str, int]:
+def one_line(text: str) -> str:
+    """Collapse line breaks and runs of blanks: an AWS error body can span lines."""
+    return " ".join(str(text).split())
+
+
+def describe_aws_error(error: Exception, region: str | None = None) -> tuple[str, int]:
     """One line naming what went wrong and what to do, plus the exit code."""
+    line, code = _describe(error, region)
+    return one_line(line), code
+
+
+def _describe(error: Exception, region: str | None) -> tuple[str, int]:
     if isinstance(error, ClientError):
         code = error_code(error)
         message = error.response.get("Error", {}).get("Message", "") or str(error)
@@ -90,7 +101,8 @@ def describe_aws_error(error: Exception) -> tuple[str, int]:
         if code in {"ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId"}:
             return f"AWS credentials rejected for {operation} ({code}): refresh them and retry", EXIT_AWS
         if is_not_found(error):
-            return f"not found: {message} ({operation})", EXIT_AWS
+            where = f" in {region}" if region else ""
+            return f"not found{where}: {message} ({operation})", EXIT_AWS
         return f"{operation} failed ({code}): {message}", EXIT_AWS
     if isinstance(error, NoCredentialsError | PartialCredentialsError):
         return (
@@ -105,7 +117,7 @@ def describe_aws_error(error: Exception) -> tuple[str, int]:
     if isinstance(error, EndpointConnectionError | BotoConnectionError):
         return f"cannot reach the AWS endpoint: {error}; check the network, proxy and region", EXIT_AWS
     if isinstance(error, ParamValidationError):
-        return f"invalid request: {error}".replace("\n", " "), EXIT_USAGE
+        return f"invalid request: {error}", EXIT_USAGE
     if isinstance(error, BotoCoreError):
-        return f"AWS SDK error: {error}".replace("\n", " "), EXIT_AWS
+        return f"AWS SDK error: {error}", EXIT_AWS
     return f"{type(error).__name__}: {error}", EXIT_FAILED

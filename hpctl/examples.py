@@ -9,47 +9,75 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
 from hpctl.errors import UsageError
 
-# NVIDIA GPUs and EFA devices (network interfaces of type efa a pod can request) per instance type.
-# Source: Amazon EC2 accelerated computing instance specifications
-# (https://aws.amazon.com/ec2/instance-types/#Accelerated_Computing) and "Maximum EFA interfaces" per type in
-# the Amazon EC2 User Guide (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types).
-# Types without EFA support have 0. Trainium/Inferentia types have no NVIDIA GPU and are not listed.
-ACCELERATORS: dict[str, tuple[int, int]] = {
-    "ml.g5.xlarge": (1, 0),
-    "ml.g5.2xlarge": (1, 0),
-    "ml.g5.4xlarge": (1, 0),
-    "ml.g5.8xlarge": (1, 1),
-    "ml.g5.12xlarge": (4, 1),
-    "ml.g5.16xlarge": (1, 1),
-    "ml.g5.24xlarge": (4, 1),
-    "ml.g5.48xlarge": (8, 1),
-    "ml.g6.xlarge": (1, 0),
-    "ml.g6.2xlarge": (1, 0),
-    "ml.g6.4xlarge": (1, 0),
-    "ml.g6.8xlarge": (1, 1),
-    "ml.g6.12xlarge": (4, 1),
-    "ml.g6.16xlarge": (1, 1),
-    "ml.g6.24xlarge": (4, 1),
-    "ml.g6.48xlarge": (8, 1),
-    "ml.g6e.xlarge": (1, 0),
-    "ml.g6e.2xlarge": (1, 0),
-    "ml.g6e.4xlarge": (1, 0),
-    "ml.g6e.8xlarge": (1, 1),
-    "ml.g6e.12xlarge": (4, 1),
-    "ml.g6e.16xlarge": (1, 1),
-    "ml.g6e.24xlarge": (4, 2),
-    "ml.g6e.48xlarge": (8, 4),
-    "ml.p4d.24xlarge": (8, 4),
-    "ml.p4de.24xlarge": (8, 4),
-    "ml.p5.48xlarge": (8, 32),
-    "ml.p5e.48xlarge": (8, 32),
-    "ml.p5en.48xlarge": (8, 16),
+
+class Accelerators(NamedTuple):
+    gpus: int  # NVIDIA GPUs (nvidia.com/gpu)
+    efa: int  # EFA devices a pod can request (vpc.amazonaws.com/efa)
+    neuron: int  # AWS Trainium/Inferentia devices (aws.amazon.com/neuron)
+
+
+# Per HyperPod instance type: every accelerated type of botocore 1.44.8's ClusterInstanceType list that a source
+# counts. Source: AWS's HyperPod CLI, INSTANCE_RESOURCES (keys gpu, efa, trainium) in
+# aws/sagemaker-hyperpod-cli@011ca927123e02b35a399935bbb3ab1905fe33c7:src/sagemaker/hyperpod/training/constants.py;
+# the EC2 User Guide agrees where it was read (P5/P5e up to 32 EFA network cards, G6e up to 4:
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/p5-efa.html).
+# Left out, so they need `hpctl render-examples --gpus N --efa N`:
+# - ml.g4dn.* and ml.g7.* (not ml.g7e.*): in no AWS table read here;
+# - ml.p6e-gb200.36xlarge: that table says 0 EFA devices, while the AWS Machine Learning Blog post "Train and deploy
+#   AI models at trillion-parameter scale with Amazon SageMaker HyperPod support for P6e-GB200 UltraServers" (read
+#   in a repost, https://news.fishaiapp.com/news/4622641) gives each compute node up to 17 NICs of EFA v4; the
+#   sources disagree, so no count is guessed.
+ACCELERATORS: dict[str, Accelerators] = {
+    "ml.g5.xlarge": Accelerators(1, 0, 0),
+    "ml.g5.2xlarge": Accelerators(1, 0, 0),
+    "ml.g5.4xlarge": Accelerators(1, 0, 0),
+    "ml.g5.8xlarge": Accelerators(1, 1, 0),
+    "ml.g5.12xlarge": Accelerators(4, 1, 0),
+    "ml.g5.16xlarge": Accelerators(1, 1, 0),
+    "ml.g5.24xlarge": Accelerators(4, 1, 0),
+    "ml.g5.48xlarge": Accelerators(8, 1, 0),
+    "ml.g6.xlarge": Accelerators(1, 0, 0),
+    "ml.g6.2xlarge": Accelerators(1, 0, 0),
+    "ml.g6.4xlarge": Accelerators(1, 0, 0),
+    "ml.g6.8xlarge": Accelerators(1, 1, 0),
+    "ml.g6.12xlarge": Accelerators(4, 1, 0),
+    "ml.g6.16xlarge": Accelerators(1, 1, 0),
+    "ml.g6.24xlarge": Accelerators(4, 1, 0),
+    "ml.g6.48xlarge": Accelerators(8, 1, 0),
+    "ml.g6e.xlarge": Accelerators(1, 0, 0),
+    "ml.g6e.2xlarge": Accelerators(1, 0, 0),
+    "ml.g6e.4xlarge": Accelerators(1, 0, 0),
+    "ml.g6e.8xlarge": Accelerators(1, 1, 0),
+    "ml.g6e.12xlarge": Accelerators(4, 1, 0),
+    "ml.g6e.16xlarge": Accelerators(1, 1, 0),
+    "ml.g6e.24xlarge": Accelerators(4, 2, 0),
+    "ml.g6e.48xlarge": Accelerators(8, 4, 0),
+    "ml.g7e.2xlarge": Accelerators(1, 0, 0),
+    "ml.g7e.4xlarge": Accelerators(1, 0, 0),
+    "ml.g7e.8xlarge": Accelerators(1, 1, 0),
+    "ml.g7e.12xlarge": Accelerators(2, 1, 0),
+    "ml.g7e.24xlarge": Accelerators(4, 2, 0),
+    "ml.g7e.48xlarge": Accelerators(8, 4, 0),
+    "ml.gr6.4xlarge": Accelerators(1, 0, 0),
+    "ml.gr6.8xlarge": Accelerators(1, 1, 0),
+    "ml.p4d.24xlarge": Accelerators(8, 4, 0),
+    "ml.p4de.24xlarge": Accelerators(8, 4, 0),
+    "ml.p5.4xlarge": Accelerators(1, 1, 0),
+    "ml.p5.48xlarge": Accelerators(8, 32, 0),
+    "ml.p5e.48xlarge": Accelerators(8, 32, 0),
+    "ml.p5en.48xlarge": Accelerators(8, 16, 0),
+    "ml.p6-b200.48xlarge": Accelerators(8, 8, 0),
+    "ml.p6-b300.48xlarge": Accelerators(8, 16, 0),
+    "ml.trn1.32xlarge": Accelerators(0, 8, 16),
+    "ml.trn1n.32xlarge": Accelerators(0, 16, 16),
+    "ml.trn2.3xlarge": Accelerators(0, 1, 1),
+    "ml.trn2.48xlarge": Accelerators(0, 16, 16),
 }
 
 # Public images, pinned by tag. The CUDA of an image must be supported by the nodes' NVIDIA driver.
@@ -68,6 +96,9 @@ SMOKE_TEST_JOB = "nccl-smoke-test"
 INFERENCE_APP = "inference"
 # How often HyperPod restarts the job after a node fault before it gives up.
 JOB_MAX_RETRY_COUNT = 3
+SMOKE_TEST_RETRIES = 1
+SMOKE_TEST_DEADLINE_SECONDS = 1800
+EFA_PROOF = "selected provider is efa"
 SHARED_MOUNT = "/fsx"
 # NCCL and the data loaders need more shared memory than the container runtime's 64 MiB default.
 SHM_MOUNT = {"name": "dshm", "mountPath": "/dev/shm"}  # noqa: S108 - a mount point in the pod, not a temp file
@@ -78,6 +109,7 @@ AUTO_RESUME = {
     "sagemaker.amazonaws.com/job-max-retry-count": str(JOB_MAX_RETRY_COUNT),
 }
 REGENERATE = "hpctl render-examples --config config/default.yaml --out examples"
+RENDERED_MARK = "Rendered by `hpctl render-examples`"  # in every file it writes; marks the ones it may remove
 
 # A small data-parallel job on synthetic data: it checkpoints to the shared volume every 100 steps and
 # resumes from the latest checkpoint when HyperPod restarts it.
@@ -141,30 +173,42 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def accelerators(instance_type: str) -> tuple[int, int]:
-    """(NVIDIA GPUs, EFA devices) of an instance type; UsageError for a type without NVIDIA GPUs."""
-    if instance_type not in ACCELERATORS:
-        raise UsageError(f"{instance_type} has no NVIDIA GPU in the examples' table (hpctl/examples.py)")
-    return ACCELERATORS[instance_type]
+# In botocore's HyperPod list the P and G families are the GPU types (every one the table counts has NVIDIA GPUs; G4ad,
+# AMD, is not a HyperPod type): an uncounted one of them still holds the examples once --gpus says how many.
+_NVIDIA_FAMILY = re.compile(r"^ml\.[pg]")
+
+
+def _has_nvidia_gpus(instance_type: str) -> bool:
+    known = ACCELERATORS.get(instance_type)
+    return known.gpus > 0 if known else bool(_NVIDIA_FAMILY.match(instance_type))
 
 
 def gpu_group(config: Any) -> Any:
     """The first instance group with NVIDIA GPUs: the examples run there."""
     for group in config.hyperpod.instance_groups:
-        if group.instance_type in ACCELERATORS:
+        if _has_nvidia_gpus(group.instance_type):
             return group
     types = ", ".join(g.instance_type for g in config.hyperpod.instance_groups)
     raise UsageError(f"no instance group with NVIDIA GPUs in the config (have: {types}); the examples need one")
+
+
+def accelerators(group: Any, gpus: int | None = None, efa: int | None = None) -> Accelerators:
+    """The group's GPUs and EFA devices: from the table, or from --gpus/--efa, which win."""
+    known = ACCELERATORS.get(group.instance_type)
+    if known is None and gpus is None:
+        raise UsageError(
+            f"{group.instance_type} (instance group {group.name}) is not in the examples' table of GPU and EFA "
+            "counts (hpctl/examples.py): pass --gpus N and --efa N"
+        )
+    base = known or Accelerators(0, 0, 0)
+    return Accelerators(base.gpus if gpus is None else gpus, base.efa if efa is None else efa, 0)
 
 
 def namespace(config: Any) -> str:
     return str(config.storage.fsx_lustre.namespace)
 
 
-def _node_placement(group: Any) -> dict[str, Any]:
-    placement: dict[str, Any] = {
-        "nodeSelector": {**HEALTHY_NODE, "node.kubernetes.io/instance-type": group.instance_type},
-    }
+def _tolerations(group: Any) -> list[dict[str, Any]]:
     tolerations = []
     for taint in group.taints:
         toleration = {"key": taint.key, "operator": "Equal" if taint.value is not None else "Exists"}
@@ -172,7 +216,14 @@ def _node_placement(group: Any) -> dict[str, Any]:
             toleration["value"] = taint.value
         toleration["effect"] = taint.effect
         tolerations.append(toleration)
-    if tolerations:
+    return tolerations
+
+
+def _node_placement(group: Any) -> dict[str, Any]:
+    placement: dict[str, Any] = {
+        "nodeSelector": {**HEALTHY_NODE, "node.kubernetes.io/instance-type": group.instance_type},
+    }
+    if tolerations := _tolerations(group):
         placement["tolerations"] = tolerations
     return placement
 
@@ -200,7 +251,7 @@ EMPTY_DIR_COMMENT = """\
 def _dump(documents: list[dict[str, Any]], project: str, title: str) -> str:
     header = (
         f"# {title}\n"
-        f"# Rendered by `hpctl render-examples` from the config of project {project}; edit the config or\n"
+        f"# {RENDERED_MARK} from the config of project {project}; edit the config or\n"
         "# hpctl/examples.py, not this file, then render again.\n"
     )
     body = "---\n".join(yaml.dump(d, Dumper=_Dumper, sort_keys=False, width=120) for d in documents)
@@ -214,9 +265,8 @@ def _dump(documents: list[dict[str, Any]], project: str, title: str) -> str:
     return header + body
 
 
-def training_job(config: Any) -> list[dict[str, Any]]:
-    group = gpu_group(config)
-    gpus, efa = accelerators(group.instance_type)
+def training_job(config: Any, group: Any, acc: Accelerators) -> list[dict[str, Any]]:
+    gpus, efa = acc.gpus, acc.efa
     nodes = max(group.instance_count, 1)
     ns = namespace(config)
     env = [
@@ -276,8 +326,7 @@ def training_job(config: Any) -> list[dict[str, Any]]:
     return [script, job]
 
 
-def inference(config: Any) -> list[dict[str, Any]]:
-    group = gpu_group(config)
+def inference(config: Any, group: Any) -> list[dict[str, Any]]:
     ns = namespace(config)
     labels = {"app": INFERENCE_APP}
     env = []
@@ -323,9 +372,8 @@ def inference(config: Any) -> list[dict[str, Any]]:
     return [deployment, service]
 
 
-def smoke_test(config: Any) -> list[dict[str, Any]]:
-    group = gpu_group(config)
-    gpus, efa = accelerators(group.instance_type)
+def smoke_test(config: Any, group: Any, acc: Accelerators) -> list[dict[str, Any]]:
+    gpus, efa = acc.gpus, acc.efa
     checks = [
         "set -euo pipefail",
         "echo '== GPUs per worker'",
@@ -342,7 +390,11 @@ def smoke_test(config: Any) -> list[dict[str, Any]]:
         "grep -q 'Out of bounds values : 0 OK' /tmp/nccl.log",
     ]
     if efa:
-        checks.append("grep -q 'Selected Provider is efa' /tmp/nccl.log  # NCCL went over EFA, not TCP")
+        # aws-ofi-nccl logs "Selected provider is efa, fabric is ..." when NCCL's network plugin runs on EFA: the
+        # proof that the all_reduce did not fall back to TCP. Before v1.14.0 it said "Provider", hence -i.
+        # Source: aws/aws-ofi-nccl@2daf7d303aa139a03140aa530957d10521e4478d:src/nccl_ofi_net.cpp (NCCL_OFI_INFO),
+        # changed in 06e8db33 "core: Print fabric name with provider name" (first tag v1.14.0).
+        checks.append(f"grep -qi '{EFA_PROOF}' /tmp/nccl.log || {{ echo 'NCCL did not use EFA' >&2; exit 1; }}")
     checks.append("echo 'smoke test passed'")
     worker = {
         "spec": {
@@ -359,9 +411,13 @@ def smoke_test(config: Any) -> list[dict[str, Any]]:
             "volumes": [dict(SHM_VOLUME)],
         }
     }
+    launcher_spec: dict[str, Any] = {"nodeSelector": dict(HEALTHY_NODE)}
+    if tolerations := _tolerations(group):
+        # The launcher needs no GPU, but a cluster of only tainted GPU nodes must still take it.
+        launcher_spec["tolerations"] = tolerations
     launcher = {
         "spec": {
-            "nodeSelector": dict(HEALTHY_NODE),
+            **launcher_spec,
             "containers": [{
                 "name": "launcher",
                 "image": NCCL_TESTS_IMAGE,
@@ -376,7 +432,19 @@ def smoke_test(config: Any) -> list[dict[str, Any]]:
         "metadata": {"name": SMOKE_TEST_JOB, "namespace": namespace(config)},
         "spec": {
             "slotsPerWorker": gpus,
-            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0},
+            # MPIJob v2beta1 (kubeflow/mpi-operator@caa3c47f:pkg/apis/kubeflow/v2beta1/types.go, also in v0.5.0,
+            # the operator the HyperPod dependencies chart ships at the pinned a00b22d1 (and at main 011ca927):
+            # aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea:helm_chart/HyperPodHelmChart/
+            # charts/mpi-operator/Chart.yaml appVersion 0.5.0; its templates/mpijob-crd.yaml has the field).
+            # The launcher starts once every worker is Ready, so mpirun does not race the workers' sshd.
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            # backoffLimit and activeDeadlineSeconds go to the launcher's Job: one more try for a transient
+            # failure, and a hung run ends instead of holding two GPU nodes.
+            "runPolicy": {
+                "cleanPodPolicy": "Running",
+                "backoffLimit": SMOKE_TEST_RETRIES,
+                "activeDeadlineSeconds": SMOKE_TEST_DEADLINE_SECONDS,
+            },
             "mpiReplicaSpecs": {
                 "Launcher": {"replicas": 1, "restartPolicy": "Never", "template": launcher},
                 # Two nodes: the test is about the network between them.
@@ -386,32 +454,46 @@ def smoke_test(config: Any) -> list[dict[str, Any]]:
     }]
 
 
-def render(config: Any) -> dict[str, str]:
-    """File name -> manifest text for ``config``."""
+def render(config: Any, gpus: int | None = None, efa: int | None = None) -> dict[str, str]:
+    """File name -> manifest text for ``config``; ``gpus``/``efa`` override the table for the GPU group."""
+    group = gpu_group(config)
+    acc = accelerators(group, gpus, efa)
     files: dict[str, str] = {}
     if not config.storage.fsx_lustre.enabled:
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace(config)}}
         files["namespace.yaml"] = _dump(
             [ns], config.project, "The namespace of the examples (with FSx enabled the storage stack creates it).")
     files["pytorchjob-auto-resume.yaml"] = _dump(
-        training_job(config), config.project,
+        training_job(config, group, acc), config.project,
         "Distributed PyTorch training with HyperPod job auto-resume, checkpointing to the shared volume.")
     files["inference.yaml"] = _dump(
-        inference(config), config.project, f"An OpenAI-compatible vLLM server for {INFERENCE_MODEL} and its Service.")
+        inference(config, group), config.project,
+        f"An OpenAI-compatible vLLM server for {INFERENCE_MODEL} and its Service.")
     title = "Smoke test: GPUs, EFA and an NCCL all_reduce across two nodes."
-    group = gpu_group(config)
     if group.instance_count < 2:
         title += (f"\n# It needs 2 nodes of {group.instance_type}; instance group {group.name} has "
                   f"{group.instance_count}: raise its instance_count first.")
-    files["nccl-smoke-test.yaml"] = _dump(smoke_test(config), config.project, title)
+    files["nccl-smoke-test.yaml"] = _dump(smoke_test(config, group, acc), config.project, title)
     return files
 
 
-def write(files: dict[str, str], out_dir: Path) -> list[Path]:
+def stream(files: dict[str, str]) -> str:
+    """Every manifest as one multi-document YAML stream (for stdout and `kubectl apply -f -`)."""
+    return "---\n".join(files.values())
+
+
+def write(files: dict[str, str], out_dir: Path) -> tuple[list[Path], list[Path]]:
+    """Write the files; remove the ones an earlier rendering wrote there that this one no longer makes."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    removed = [
+        path for path in sorted(out_dir.glob("*.yaml"))
+        if path.name not in files and RENDERED_MARK in path.read_text(encoding="utf-8", errors="replace")
+    ]
+    for path in removed:
+        path.unlink()
     written = []
     for name, text in files.items():
         path = out_dir / name
         path.write_text(text, encoding="utf-8")
         written.append(path)
-    return written
+    return written, removed

@@ -73,6 +73,8 @@ def merge(existing: dict[str, Any] | None, entry: dict[str, Any], set_current: b
     merged.setdefault("preferences", {})
     for key in ("clusters", "users", "contexts"):
         current = merged.get(key) or []
+        if not isinstance(current, list):
+            raise UsageError(f"the kubeconfig's {key} is a {type(current).__name__}, not a list: left untouched")
         for item in entry[key]:
             current = _upsert(current, item)
         merged[key] = current
@@ -84,6 +86,8 @@ def merge(existing: dict[str, Any] | None, entry: dict[str, Any], set_current: b
 def write_merged(path: Path, entry: dict[str, Any], set_current: bool = True) -> None:
     """Merge into `path` atomically (temp file + rename), mode 0600; refuse a non-kubeconfig file."""
     existing: dict[str, Any] | None = None
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory: pass the kubeconfig file itself")
     if path.exists():
         try:
             existing = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -15,8 +15,8 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def to_json(data: Any) -> str:
-    return json.dumps(data, indent=2, default=_default, sort_keys=False)
+def to_json(data: Any, indent: int | None = 2) -> str:
+    return json.dumps(data, indent=indent, default=_default, sort_keys=False)
 
 
 def print_json(data: Any, stream: TextIO | None = None) -> None:
@@ -33,14 +33,14 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A plain, aligned text table (no colours, safe to pipe into grep)."""
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], header: bool = True) -> str:
+    """A plain, aligned text table (no colours, safe to pipe into grep); `header=False` leaves the titles out."""
     body = [[cell(v) for v in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in body:
         for i, value in enumerate(row):
             widths[i] = max(widths[i], len(value))
-    lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip()]
+    lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip()] if header else []
     for row in body:
         lines.append("  ".join(v.ljust(widths[i]) for i, v in enumerate(row)).rstrip())
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from botocore.exceptions import ClientError
 
 from hpctl import cluster as api
 from hpctl import leftovers
-from hpctl.errors import describe_aws_error, error_code, is_not_found
+from hpctl.errors import UsageError, describe_aws_error, error_code, is_not_found
 from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, dotted
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -342,7 +342,10 @@ def check_replacement(clients: Any, stack_name: str, resource_type: str, cdk_out
                 name, WARN, f"no synthesized {stack_name}.template.json in {cdk_out}: run `cdk synth` first"
             )
         ]
-    synth = json.loads(template_file.read_text(encoding="utf-8"))
+    try:
+        synth = json.loads(template_file.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise UsageError(f"{template_file} is not a valid template ({error}): run `cdk synth` again") from None
     verdict, reason = compare_templates(_parse_body(body), synth, resource_type)
     return [Check(name, verdict, reason)]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,14 @@ class Target:
     profile: str | None
     cfg: Any  # infra.config.AppConfig, or None when --cluster and --region were enough
     explicit_cluster: bool
+    region_source: str = "--region"
+
+    def region_warning(self) -> str | None:
+        """A line to show when the region is not the one the config deploys to (drift, preflight and the
+        config's cluster name then talk about another region)."""
+        if self.cfg is None or self.region == self.cfg.region:
+            return None
+        return f"warning: using region {self.region} (from {self.region_source}), not the config's {self.cfg.region}"
 
 
 def _load(path: str) -> Any:
@@ -29,35 +38,52 @@ def _load(path: str) -> Any:
     return load_config(path)
 
 
-def resolve(args: Any, need_config: bool = False) -> Target:
+_ARN = re.compile(r"^arn:[\w-]+:sagemaker:(?P<region>[a-z0-9-]+):\d{12}:cluster/")
+
+
+def environment_region(profile: str | None) -> str | None:
+    """The region the AWS CLI would use: AWS_REGION, AWS_DEFAULT_REGION, then the profile's region."""
+    return os.environ.get("AWS_REGION") or new_session(profile, None).region_name or None
+
+
+def resolve(args: Any, need_config: bool = False, need_cluster: bool = True) -> Target:
+    """Cluster and region. Region: --region, else the cluster ARN's, else the environment's, else the config's."""
     cfg = None
     config_path = getattr(args, "config", None) or DEFAULT_CONFIG
     explicit_config = getattr(args, "config", None) is not None
-    if (
-        need_config
-        or not args.cluster
-        or (not args.region and (explicit_config or Path(config_path).is_file()))
-    ):
+    if need_config or explicit_config or (need_cluster and not args.cluster):
         cfg = _load(config_path)
-    cluster = args.cluster or cfg.hyperpod.cluster_name
-    region = args.region or (cfg.region if cfg is not None else None)
-    if region is None:
-        region = new_session(args.profile, None).region_name
+    cluster = args.cluster or (cfg.hyperpod.cluster_name if cfg is not None else "")
+    arn = _ARN.match(cluster)
+    if arn and args.region and args.region != arn["region"]:
+        raise UsageError(f"--region {args.region} does not match the region of cluster ARN {cluster}")
+    candidates = (
+        ("--region", lambda: args.region),
+        ("the cluster ARN", lambda: arn["region"] if arn else None),
+        ("AWS_REGION, AWS_DEFAULT_REGION or the profile", lambda: environment_region(args.profile)),
+        ("the config", lambda: cfg.region if cfg is not None else None),
+    )
+    source, region = next(((name, value) for name, get in candidates if (value := get())), ("", None))
+    if not region and cfg is None and Path(DEFAULT_CONFIG).is_file():
+        cfg = _load(DEFAULT_CONFIG)  # run inside the repository: the app's region
+        source, region = "the config", cfg.region
     if not region:
-        raise UsageError("no region: pass --region, or a --config file with a region")
-    return Target(cluster, region, args.profile, cfg, bool(args.cluster))
+        raise UsageError("no region: pass --region, set AWS_REGION, or pass a --config file with a region")
+    return Target(cluster, region, args.profile, cfg, bool(args.cluster), source)
 
 
-_DURATION = re.compile(r"^(\d+)\s*([smhd]?)$")
+_DURATION = re.compile(r"^(?:\d+\s*[smhd]?\s*)+$")
+_PART = re.compile(r"(\d+)\s*([smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(text: str) -> float:
-    """'90' or '90s', '15m', '2h', '1d' -> seconds."""
-    match = _DURATION.match(text.strip().lower())
-    if not match:
-        raise UsageError(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 1d)")
-    return float(int(match.group(1)) * _UNITS[match.group(2)])
+    """'90' or '90s', '15m', '2h', '1d', or a sum such as '2h30m' -> seconds."""
+    value = text.strip().lower()
+    parts = _PART.findall(value)
+    if not _DURATION.match(value) or any(unit == "" for _, unit in parts[:-1]):
+        raise UsageError(f"not a duration: {text!r} (use e.g. 90s, 15m, 2h, 2h30m, 1d)")
+    return float(sum(int(number) * _UNITS[unit] for number, unit in parts))
 
 
 def parse_time(text: str, now: dt.datetime | None = None) -> dt.datetime:

@@ -1,10 +1,10 @@
-"""`hpctl wait`: poll DescribeCluster until the cluster is InService or has failed, or time runs out."""
+"""`hpctl wait`: poll DescribeCluster until the cluster (its status, its nodes, or a software update) is done."""
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -14,6 +14,11 @@ from hpctl.output import is_terminal
 
 SUCCESS = {"InService"}
 FAILURE = {"Failed", "Deleting"}  # Deleting never comes back to InService
+# SoftwareUpdateStatus of an instance group (botocore's SageMaker model): Pending -> InProgress -> Succeeded, or
+# -> RollbackInProgress -> RollbackComplete, or Failed.
+UPDATE_SUCCESS = {"Succeeded"}
+UPDATE_FAILURE = {"Failed", "RollbackComplete"}
+MIN_INTERVAL = 5.0  # seconds: DescribeCluster more often than this only spends the API rate limit
 
 
 def _sleep(seconds: float) -> None:  # replaced in tests
@@ -32,9 +37,57 @@ class WaitResult:
     failure_message: str | None = None
 
 
+# A check looks at one DescribeCluster answer: None to keep waiting, else (exit code, failure message).
+Check = Callable[[dict[str, Any]], tuple[int, str | None] | None]
+
+
+def _cluster_failed(desc: dict[str, Any]) -> tuple[int, str | None] | None:
+    if desc.get("ClusterStatus") in FAILURE:
+        return EXIT_FAILED, desc.get("FailureMessage") or None
+    return None
+
+
+def cluster_in_service(desc: dict[str, Any]) -> tuple[int, str | None] | None:
+    """InService (0) or Failed/Deleting (1)."""
+    if desc.get("ClusterStatus") in SUCCESS:
+        return EXIT_OK, None
+    return _cluster_failed(desc)
+
+
+def nodes_at_target(desc: dict[str, Any]) -> tuple[int, str | None] | None:
+    """InService and every group's current count at its target: with continuous provisioning a cluster is
+    InService while its groups are still filling up."""
+    failed = _cluster_failed(desc)
+    if failed:
+        return failed
+    groups = desc.get("InstanceGroups", [])
+    full = all(g.get("CurrentCount", 0) >= g.get("TargetCount", 0) for g in groups)
+    return (EXIT_OK, None) if desc.get("ClusterStatus") in SUCCESS and full else None
+
+
+def software_updated(groups: Sequence[str]) -> Check:
+    """Every named group (all when empty) reports its last software update Succeeded (0), Failed or rolled back (1)."""
+
+    def check(desc: dict[str, Any]) -> tuple[int, str | None] | None:
+        failed = _cluster_failed(desc)
+        if failed:
+            return failed
+        picked = [g for g in desc.get("InstanceGroups", []) if not groups or g.get("InstanceGroupName") in groups]
+        states = {g.get("InstanceGroupName"): g.get("SoftwareUpdateStatus") for g in picked}
+        bad = [f"{name}: {state}" for name, state in states.items() if state in UPDATE_FAILURE]
+        if bad:
+            return EXIT_FAILED, "software update " + ", ".join(bad)
+        if all(state in UPDATE_SUCCESS for state in states.values()):
+            return EXIT_OK, None
+        return None
+
+    return check
+
+
 def _progress_line(desc: dict[str, Any], elapsed: float) -> str:
     groups = " ".join(
         f"{g.get('InstanceGroupName')}={g.get('CurrentCount', 0)}/{g.get('TargetCount', 0)}"
+        + (f"({g['SoftwareUpdateStatus']})" if g.get("SoftwareUpdateStatus") else "")
         for g in desc.get("InstanceGroups", [])
     )
     minutes, seconds = divmod(int(elapsed), 60)
@@ -47,10 +100,10 @@ def wait_for_cluster(
     *,
     timeout: float,
     interval: float,
+    check: Check = cluster_in_service,
     stream: TextIO | None = None,
-    on_poll: Callable[[dict[str, Any]], None] | None = None,
 ) -> WaitResult:
-    """Poll until InService (exit 0), Failed/Deleting (exit 1) or timeout (exit 4).
+    """Poll until `check` says done (its exit code) or time runs out (exit 4).
 
     On a terminal the progress line is redrawn in place; otherwise a line is written when it changes.
     """
@@ -60,8 +113,6 @@ def wait_for_cluster(
     last_line = ""
     while True:
         desc = api.describe_cluster(sagemaker, name)
-        if on_poll:
-            on_poll(desc)
         elapsed = _now() - start
         status = desc.get("ClusterStatus", "Unknown")
         line = _progress_line(desc, elapsed)
@@ -71,11 +122,11 @@ def wait_for_cluster(
         elif line.split("]", 1)[1] != last_line.split("]", 1)[-1]:
             stream.write(line + "\n")
         last_line = line
-        if status in SUCCESS or status in FAILURE:
+        outcome = check(desc)
+        if outcome is not None:
             if tty:
                 stream.write("\n")
-            code = EXIT_OK if status in SUCCESS else EXIT_FAILED
-            return WaitResult(status, code, elapsed, desc.get("FailureMessage") or None)
+            return WaitResult(status, outcome[0], elapsed, outcome[1])
         if elapsed + interval > timeout:
             if tty:
                 stream.write("\n")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -96,7 +99,7 @@ def test_training_job_asks_for_auto_resume_with_both_annotations(default_files):
 def test_gpu_pods_go_to_healthy_nodes_of_the_group_type_with_its_gpus_and_efa(request, variant):
     files = request.getfixturevalue(variant)
     instance_type = "ml.p4d.24xlarge" if variant == "multi_node_files" else "ml.g5.8xlarge"
-    gpus, efa = examples.ACCELERATORS[instance_type]
+    gpus, efa, _ = examples.ACCELERATORS[instance_type]
     for kind in ("PyTorchJob", "Deployment", "MPIJob"):
         doc = by_kind(files, kind)
         gpu_pods = [s for s in pod_specs(doc) if "nvidia.com/gpu" in s["containers"][0].get("resources", {}).get(
@@ -119,7 +122,7 @@ def test_instance_type_without_efa_asks_for_none():
     data = default_config_data()
     data["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.g5.2xlarge"
     files = render(data=data)
-    assert examples.ACCELERATORS["ml.g5.2xlarge"] == (1, 0)
+    assert examples.ACCELERATORS["ml.g5.2xlarge"] == (1, 0, 0)
     for kind in ("PyTorchJob", "MPIJob"):
         for spec in pod_specs(by_kind(files, kind)):
             assert "vpc.amazonaws.com/efa" not in spec["containers"][0].get("resources", {}).get("limits", {})
@@ -185,12 +188,11 @@ def test_smoke_test_runs_nccl_across_two_nodes_and_checks_gpus_and_efa(default_f
     assert job["apiVersion"] == "kubeflow.org/v2beta1"
     specs = job["spec"]["mpiReplicaSpecs"]
     assert specs["Worker"]["replicas"] == 2
-    gpus, _ = examples.ACCELERATORS["ml.g5.8xlarge"]
+    gpus = examples.ACCELERATORS["ml.g5.8xlarge"].gpus
     assert job["spec"]["slotsPerWorker"] == gpus
     script = specs["Launcher"]["template"]["spec"]["containers"][0]["args"][0]
     assert "nvidia-smi" in script and "fi_info -p efa" in script
     assert f"-np {2 * gpus} -N {gpus}" in script and "all_reduce_perf" in script
-    assert "Selected Provider is efa" in script
     assert "It needs 2 nodes" in default_files["nccl-smoke-test.yaml"]  # the default group has one
 
 
@@ -219,3 +221,123 @@ def test_cli_refuses_a_config_without_gpu_groups_with_exit_2(tmp_path, capsys):
     assert code == 2
     assert "no instance group with NVIDIA GPUs" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+# --- the smoke test really proves EFA; the table covers HyperPod's accelerated types ----------------------------
+
+
+def _efa_checks(files: dict[str, str], log: Path) -> str:
+    """The launcher script's checks of the NCCL log, pointed at `log`."""
+    script = by_kind(files, "MPIJob")["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0][
+        "args"][0]
+    checks = [line for line in script.splitlines() if line.startswith("grep ")]
+    assert len(checks) == 2, script  # data check and EFA check
+    return "set -euo pipefail\n" + "\n".join(checks).replace("/tmp/nccl.log", str(log)) + "\n"
+
+
+# The line aws-ofi-nccl writes (aws/aws-ofi-nccl@2daf7d30:src/nccl_ofi_net.cpp: "Selected provider is %s, fabric
+# is %s (found %d nics)"), as NCCL prints it with NCCL_DEBUG=INFO, and nccl-tests' closing data check.
+OFI_LINE = "ip-10-1-0-7:88:95 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)"
+DATA_OK = "# Out of bounds values : 0 OK"
+
+
+@pytest.mark.parametrize(
+    ("log", "passes"),
+    [
+        (f"{OFI_LINE}\n{DATA_OK}\n", True),
+        # NCCL fell back to sockets: no provider line, the data is still right
+        ("NCCL INFO NET/Socket : Using [0]eth0:10.1.0.7<0>\n" + DATA_OK + "\n", False),
+        (OFI_LINE.replace("is efa", "is tcp") + "\n" + DATA_OK + "\n", False),
+    ],
+)
+def test_smoke_test_passes_only_when_nccl_ran_on_efa(multi_node_files, tmp_path, log, passes):
+    log_file = tmp_path / "nccl.log"
+    log_file.write_text(log)
+    result = subprocess.run(["bash", "-c", _efa_checks(multi_node_files, log_file)], capture_output=True, text=True)
+    assert (result.returncode == 0) is passes, result.stderr
+
+
+def test_smoke_test_launcher_tolerates_the_gpu_group_taints_and_waits_for_workers(multi_node_files):
+    job = by_kind(multi_node_files, "MPIJob")
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    assert launcher["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}]
+    assert job["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
+    policy = job["spec"]["runPolicy"]
+    assert policy["backoffLimit"] >= 1 and policy["activeDeadlineSeconds"] > 0
+
+
+def _accelerated_types() -> set[str]:
+    return {t for t in cluster_instance_types() if re.match(r"ml\.(p|g|trn|inf)", t)}
+
+
+# Types no source read here counts (see the comment above ACCELERATORS): they need --gpus/--efa.
+UNCOUNTED = {t for t in _accelerated_types() if t.startswith(("ml.g4dn.", "ml.g7.")) or t == "ml.p6e-gb200.36xlarge"}
+
+
+def test_table_counts_every_accelerated_hyperpod_type_but_the_uncounted_ones():
+    assert set(examples.ACCELERATORS) == _accelerated_types() - UNCOUNTED
+    for name in ("ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge", "ml.p5.4xlarge", "ml.g7e.48xlarge"):
+        assert examples.ACCELERATORS[name].gpus >= 1
+    assert examples.ACCELERATORS["ml.trn2.48xlarge"].neuron == 16
+
+
+def _one_group(instance_type: str, count: int = 2) -> dict[str, Any]:
+    data = default_config_data()
+    data["hyperpod"]["instance_groups"][0].update(instance_type=instance_type, instance_count=count)
+    return data
+
+
+@pytest.mark.parametrize("instance_type", ["ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge", "ml.p5.4xlarge"])
+def test_new_gpu_types_render(instance_type):
+    files = render(data=_one_group(instance_type))
+    expected = examples.ACCELERATORS[instance_type]
+    worker = by_kind(files, "MPIJob")["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert worker["resources"]["limits"] == {"nvidia.com/gpu": expected.gpus, "vpc.amazonaws.com/efa": expected.efa}
+
+
+def test_an_uncounted_type_is_named_and_gpus_efa_override(tmp_path, capsys):
+    config = tmp_path / "g4dn.yaml"
+    config.write_text(yaml.safe_dump(_one_group("ml.g4dn.12xlarge")))
+    code = cli.main(["render-examples", "--config", str(config)])
+    err = capsys.readouterr().err
+    assert code == 2 and "ml.g4dn.12xlarge (instance group gpu-workers)" in err and "--gpus" in err
+    code = cli.main(["render-examples", "--config", str(config), "--gpus", "4", "--efa", "1"])
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    assert code == 0
+    (job,) = [d for d in docs if d["kind"] == "MPIJob"]
+    assert job["spec"]["slotsPerWorker"] == 4
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert worker["resources"]["limits"] == {"nvidia.com/gpu": 4, "vpc.amazonaws.com/efa": 1}
+
+
+def test_render_examples_defaults_to_stdout_and_never_touches_examples(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples").mkdir()
+    code = cli.main(["render-examples", "--config", str(ROOT / "config" / "default.yaml")])
+    assert code == 0
+    assert list((tmp_path / "examples").iterdir()) == []
+    kinds = {d["kind"] for d in yaml.safe_load_all(capsys.readouterr().out) if d}
+    assert {"Namespace", "PyTorchJob", "MPIJob", "Deployment", "Service"} <= kinds
+
+
+def test_render_examples_removes_the_files_it_wrote_before_and_no_others(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert cli.main(["render-examples", "--config", str(ROOT / "config" / "default.yaml"), "--out", str(out)]) == 0
+    assert (out / "namespace.yaml").exists()
+    (out / "mine.yaml").write_text("kind: ConfigMap\n")
+    config = tmp_path / "fsx.yaml"
+    config.write_text(yaml.safe_dump(fsx_config_data()))
+    assert cli.main(["render-examples", "--config", str(config), "--out", str(out)]) == 0
+    assert not (out / "namespace.yaml").exists()  # FSx on: the storage stack makes the namespace
+    assert (out / "mine.yaml").exists()
+    assert "removed" in capsys.readouterr().out
+
+
+def test_render_examples_to_an_unwritable_path_is_one_line_exit_2(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code = cli.main(["render-examples", "--config", str(ROOT / "config" / "default.yaml"), "--out",
+                     str(blocker / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err

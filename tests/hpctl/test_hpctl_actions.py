@@ -44,17 +44,23 @@ def _connect_stub(node: str = "i-0123456789abcdef0"):
 TARGET = "sagemaker-cluster:abc123def456_workers-i-0123456789abcdef0"
 
 
-def test_connect_prints_the_command_when_tools_are_missing(run, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_connect_without_the_tools_prints_the_command_and_exits_1(run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli.shutil, "which", lambda tool: None)
     called = []
     monkeypatch.setattr(cli.subprocess, "call", lambda *a, **k: called.append(a) or 0)
     code, out, err = run(
         "connect", "hyperpod-i-0123456789abcdef0", *BASE, clients={"sagemaker": _connect_stub()}
     )
-    assert code == 0
+    assert code == 1  # no session was opened: a script must not think it was
     assert out.strip() == f"aws ssm start-session --target {TARGET} --region {REGION}"
-    assert "session-manager-plugin" in err
+    assert "no session opened" in err and "session-manager-plugin" in err
     assert called == []
+
+
+def test_connect_print_exits_0(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli.shutil, "which", lambda tool: None)
+    code, out, _ = run("connect", "i-0123456789abcdef0", *BASE, "--print", clients={"sagemaker": _connect_stub()})
+    assert code == 0 and out.startswith("aws ssm start-session")
 
 
 def test_connect_starts_the_session_when_tools_are_there(run, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,13 +174,42 @@ def test_without_a_terminal_and_without_yes_it_refuses(run, monkeypatch: pytest.
     assert "pass --yes" in err
 
 
-def test_dry_run_calls_nothing(run) -> None:
-    client, stub = stubbed("sagemaker")
+def _node(instance_id: str, group: str = "workers", status: str = "Running") -> dict:
+    return {
+        "InstanceGroupName": group,
+        "InstanceId": instance_id,
+        "InstanceType": "ml.g5.8xlarge",
+        "LaunchTime": "2025-01-01T00:00:00Z",
+        "InstanceStatus": {"Status": status},
+    }
+
+
+def _cluster_with_nodes(nodes: list[dict], stub, times: int = 1) -> None:
+    for _ in range(times):
+        stub.add_response("describe_cluster", cluster_description())
+        stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": nodes})
+
+
+def test_dry_run_checks_the_nodes_and_changes_nothing(run) -> None:
+    client, stub = stubbed("sagemaker")  # no batch call queued: one would fail the test
+    _cluster_with_nodes([_node(i) for i in IDS], stub, times=2)
     code, out, _ = run("replace", *IDS, *BASE, "--dry-run", clients={"sagemaker": client})
     assert code == 0
     assert "would replace 60 node(s)" in out and "call 3:" in out
+    assert f"{IDS[0]} (workers, Running): would be replaced" in out
+    assert "root and secondary volumes" in out
     code, data = run.json("replace", *IDS, *BASE, "--dry-run", clients={"sagemaker": client})
     assert [len(b) for b in data["batches"]] == [25, 25, 10]
+    assert data["nodes"][0] == {"node": IDS[0], "group": "workers", "status": "Running"}
+    stub.assert_no_pending_responses()
+
+
+def test_dry_run_refuses_a_node_the_cluster_does_not_have(run) -> None:
+    client, stub = stubbed("sagemaker")
+    _cluster_with_nodes([_node(IDS[0])], stub)
+    code, out, err = run("reboot", IDS[0], IDS[1], *BASE, "--dry-run", clients={"sagemaker": client})
+    assert code == 2 and out == ""
+    assert f"not a node of {CLUSTER} ({REGION}): {IDS[1]}" in err
 
 
 def test_per_node_failures_are_reported_with_exit_1(run) -> None:
@@ -282,6 +317,7 @@ def test_update_software_unknown_group_is_refused(run) -> None:
 
 def test_update_software_dry_run_and_prompt(run, tty) -> None:
     client, stub = stubbed("sagemaker")
+    stub.add_response("describe_cluster", cluster_description())
     code, out, _ = run("update-software", *BASE, "--dry-run", "--json", clients={"sagemaker": client})
     assert code == 0 and json.loads(out) == {"ClusterName": CLUSTER}
     stub.add_response("describe_cluster", cluster_description())
@@ -375,3 +411,11 @@ def test_kubeconfig_eks_name_from_the_orchestrator(run) -> None:
     )
     code, data = run.json("kubeconfig", *BASE, "--print", clients={"sagemaker": sm, "eks": _eks()})
     assert code == 0 and data["clusters"][0]["name"] == EKS["arn"]
+
+
+def test_ssh_config_logs_in_as_the_amazon_linux_user_by_default(run) -> None:
+    client, stub = stubbed("sagemaker")
+    stub.add_response("describe_cluster", cluster_description())
+    stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [_node(IDS[0])]})
+    code, out, _ = run("ssh-config", *BASE, clients={"sagemaker": client})
+    assert code == 0 and "  User ec2-user" in out

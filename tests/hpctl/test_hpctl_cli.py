@@ -20,6 +20,7 @@ def test_every_command_is_there() -> None:
     assert (
         sorted(
             [
+                "clusters",
                 "status",
                 "nodes",
                 "wait",
@@ -157,7 +158,7 @@ def test_region_comes_from_the_config(config_file: Path) -> None:
 
 def test_clients_use_retries_with_backoff() -> None:
     # botocore stores max_attempts (retries) as total_max_attempts (first try + retries)
-    assert RETRY_CONFIG.retries == {"mode": "adaptive", "total_max_attempts": 11}
+    assert RETRY_CONFIG.retries == {"mode": "adaptive", "total_max_attempts": 5}
     client = Clients(REGION)("sagemaker")
     assert client.meta.config.retries["mode"] == "adaptive"
     assert client.meta.region_name == REGION
