@@ -12,7 +12,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hpctl import __version__, drift, examples, kubeconfig, preflight
+from hpctl import __version__, drift, examples, kubeconfig, plan_command, preflight
 from hpctl import cluster as api
 from hpctl import nodes as nodeops
 from hpctl.aws import Clients
@@ -392,7 +392,10 @@ def cmd_preflight(args: argparse.Namespace, t: Target, clients: Any) -> int:
 
 
 def cmd_render_examples(args: argparse.Namespace, t: Target, clients: Any) -> int:
-    written = examples.write(examples.render(t.cfg), Path(args.out))
+    minutes = args.checkpoint_interval_minutes
+    if not 0 < minutes < float("inf"):  # also refuses NaN
+        raise UsageError(f"--checkpoint-interval-minutes must be more than zero, got {minutes:g}")
+    written = examples.write(examples.render(t.cfg, checkpoint_interval_minutes=minutes), Path(args.out))
     if args.json:
         print_json({"written": [str(p) for p in written]})
     else:
@@ -632,7 +635,19 @@ def build_parser() -> argparse.ArgumentParser:
         "hpctl render-examples --config config/prod.yaml --out my-examples",
     )
     p.add_argument("--out", default="examples", metavar="DIR", help="directory to write to (default examples)")
+    p.add_argument(
+        "--checkpoint-interval-minutes",
+        type=float,
+        default=examples.CHECKPOINT_INTERVAL_MINUTES,
+        metavar="M",
+        help="how often the training example checkpoints, e.g. the interval `hpctl plan` gives "
+        f"(default {examples.CHECKPOINT_INTERVAL_MINUTES:g})",
+    )
     p.set_defaults(handler=cmd_render_examples, need_config=True)
+
+    p = _add(sub, "plan", common, plan_command.HELP, plan_command.EXAMPLE)
+    plan_command.add_arguments(p)
+    p.set_defaults(handler=plan_command.run, need_config=True)
     return parser
 
 

@@ -79,8 +79,12 @@ AUTO_RESUME = {
 }
 REGENERATE = "hpctl render-examples --config config/default.yaml --out examples"
 
-# A small data-parallel job on synthetic data: it checkpoints to the shared volume every 100 steps and
-# resumes from the latest checkpoint when HyperPod restarts it.
+# The example job runs for a few minutes, so it checkpoints every minute by default and a restart visibly
+# resumes; a real job takes the interval `hpctl plan` computes (render-examples --checkpoint-interval-minutes).
+CHECKPOINT_INTERVAL_MINUTES = 1.0
+
+# A small data-parallel job on synthetic data: it checkpoints to the shared volume every
+# CHECKPOINT_INTERVAL_MINUTES and resumes from the latest checkpoint when HyperPod restarts it.
 TRAIN_SCRIPT = '''\
 import os
 import time
@@ -108,13 +112,19 @@ if os.path.exists(latest):
         print(f"resumed from step {step}", flush=True)
 
 total_steps = int(os.environ.get("TOTAL_STEPS", "5000"))
+interval_seconds = float(os.environ["CHECKPOINT_INTERVAL_MINUTES"]) * 60
+last_checkpoint = time.monotonic()
 while step < total_steps:
     loss = model(torch.randn(64, 4096, device="cuda")).pow(2).mean()
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
     step += 1
-    if step % 100 == 0:
+    # Rank 0's clock decides for every rank, so all of them reach the barrier below together.
+    due = torch.tensor([int(time.monotonic() - last_checkpoint >= interval_seconds)], device="cuda")
+    dist.broadcast(due, src=0)
+    if due.item():
+        last_checkpoint = time.monotonic()
         if rank == 0:
             state = {"model": model.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step}
             torch.save(state, latest + ".tmp")
@@ -214,13 +224,14 @@ def _dump(documents: list[dict[str, Any]], project: str, title: str) -> str:
     return header + body
 
 
-def training_job(config: Any) -> list[dict[str, Any]]:
+def training_job(config: Any, checkpoint_interval_minutes: float = CHECKPOINT_INTERVAL_MINUTES) -> list[dict[str, Any]]:
     group = gpu_group(config)
     gpus, efa = accelerators(group.instance_type)
     nodes = max(group.instance_count, 1)
     ns = namespace(config)
     env = [
         {"name": "CHECKPOINT_DIR", "value": f"{SHARED_MOUNT}/checkpoints/{TRAINING_JOB}"},
+        {"name": "CHECKPOINT_INTERVAL_MINUTES", "value": f"{checkpoint_interval_minutes:g}"},
         {"name": "NCCL_DEBUG", "value": "INFO"},
     ]
     if efa:
@@ -386,15 +397,15 @@ def smoke_test(config: Any) -> list[dict[str, Any]]:
     }]
 
 
-def render(config: Any) -> dict[str, str]:
-    """File name -> manifest text for ``config``."""
+def render(config: Any, checkpoint_interval_minutes: float = CHECKPOINT_INTERVAL_MINUTES) -> dict[str, str]:
+    """File name -> manifest text for ``config``; the training job checkpoints every ``checkpoint_interval_minutes``."""
     files: dict[str, str] = {}
     if not config.storage.fsx_lustre.enabled:
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace(config)}}
         files["namespace.yaml"] = _dump(
             [ns], config.project, "The namespace of the examples (with FSx enabled the storage stack creates it).")
     files["pytorchjob-auto-resume.yaml"] = _dump(
-        training_job(config), config.project,
+        training_job(config, checkpoint_interval_minutes), config.project,
         "Distributed PyTorch training with HyperPod job auto-resume, checkpointing to the shared volume.")
     files["inference.yaml"] = _dump(
         inference(config), config.project, f"An OpenAI-compatible vLLM server for {INFERENCE_MODEL} and its Service.")
