@@ -33,6 +33,7 @@ def test_every_command_is_there() -> None:
                 "drift",
                 "preflight",
                 "render-examples",
+                "plan",
             ]
         )
         == SUBCOMMANDS
