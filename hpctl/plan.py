@@ -12,14 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 # Meta's Llama 3 405B pre-training: 419 unexpected interruptions in 54 days on 16,384 H100 GPUs, about 78%
-# of them confirmed or suspected hardware ("The Llama 3 Herd of Models", arXiv 2407.21783, section 3.3.4
-# "Reliability and Operational Challenges", https://arxiv.org/abs/2407.21783).
+# of them confirmed or suspected hardware ("The Llama 3 Herd of Models", https://arxiv.org/abs/2407.21783, its
+# section on reliability; figures as reported at https://glennklockwood.com/garden/component-reliability and
+# https://huggingface.co/posts/singhsidhukuldeep/833816740809851, the paper's own text was not at hand).
 LLAMA3_INTERRUPTIONS = 419
 LLAMA3_DAYS = 54
 LLAMA3_GPUS = 16_384
 DEFAULT_FAILURES_PER_ACCELERATOR_HOUR = LLAMA3_INTERRUPTIONS / (LLAMA3_DAYS * 24 * LLAMA3_GPUS)
 DEFAULT_SOURCE = (
-    f"Llama 3 pre-training: {LLAMA3_INTERRUPTIONS} in {LLAMA3_DAYS} days on {LLAMA3_GPUS:,} GPUs, arXiv 2407.21783"
+    f"Llama 3 pre-training: {LLAMA3_INTERRUPTIONS} in {LLAMA3_DAYS} days on {LLAMA3_GPUS:,} H100s, arXiv 2407.21783"
 )
 
 DEFAULT_RESTART_MINUTES = 15.0
@@ -61,7 +62,9 @@ def daly_interval_hours(c: float, m: float) -> float:
 
     tau = sqrt(2 c M) - c while c < M/2, else M. J. T. Daly, "A higher order estimate of the optimum
     checkpoint interval for restart dumps", Future Generation Computer Systems 22(3), 303-312 (2006),
-    https://doi.org/10.1016/j.future.2004.11.016.
+    https://doi.org/10.1016/j.future.2004.11.016. The sqrt(2 c M) - c form is as summarised at
+    https://blog.acolyer.org/2015/06/10/a-higher-order-estimate-of-the-optimun-checkpoint-interval-for-restart-dumps/;
+    unverified: the tau = M branch for c >= M/2, not in the parts of the paper that were at hand.
     """
     if c < m / 2:
         return math.sqrt(2 * c * m) - c
