@@ -13,6 +13,7 @@ import pytest
 from hpctl_testkit import CLUSTER, CLUSTER_ARN, config_data, stubbed
 
 from hpctl import plan
+from tests.conftest import ROOT
 
 KEYS = [
     "group",
@@ -153,6 +154,20 @@ def test_worked_example_of_the_docs(run, write_config) -> None:
     assert p["checkpoint_interval_minutes"] == pytest.approx(91.54, abs=0.01)
     assert p["goodput"] == pytest.approx(1 - 0.036621, abs=1e-5)
     assert p["spare_instances"] == 1
+
+
+@pytest.mark.parametrize("page", ["resilience.md", "hpctl.md"])
+def test_console_output_in_the_docs_is_what_plan_prints(run, write_config, page: str) -> None:
+    data = config(
+        group("p5-workers", "ml.p5.48xlarge", 128),
+        group("system", "ml.m5.2xlarge", 2),
+        fsx={"capacity_gib": 24000, "throughput_per_tib": 500},
+    )
+    code, out, _ = run("plan", "--config", str(write_config(data)), "--checkpoint-gib", "1000")
+    assert code == 0
+    text = (ROOT / "docs" / page).read_text()
+    block = text.split("$ hpctl plan ", 1)[1].split("```", 1)[0]
+    assert block.split("\n", 1)[1] == out, f"docs/{page}: the plan example is stale"
 
 
 def test_json_is_one_object_per_accelerated_group_with_exactly_the_keys(run, write_config) -> None:
