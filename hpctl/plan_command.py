@@ -23,27 +23,27 @@ EXAMPLE = "hpctl plan --config config/prod.yaml --checkpoint-gib 500 --write-mib
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint-gib", type=float, required=True, metavar="G", help="size of one checkpoint")
+    p.add_argument("--checkpoint-gib", type=float, required=True, metavar="G", help="size of one checkpoint, in GiB")
     p.add_argument("--group", help="only this instance group")
     p.add_argument(
         "--write-mib-per-s",
         type=float,
         metavar="W",
-        help="checkpoint write throughput (required when storage.fsx_lustre is off; overrides the FSx figure)",
+        help="checkpoint write throughput in MiB/s (required when storage.fsx_lustre is off; overrides FSx's)",
     )
     p.add_argument(
         "--restart-minutes",
         type=float,
         default=plan.DEFAULT_RESTART_MINUTES,
         metavar="R",
-        help=f"time from an interruption to training again (default {plan.DEFAULT_RESTART_MINUTES:g})",
+        help=f"minutes from an interruption to training again (default {plan.DEFAULT_RESTART_MINUTES:g})",
     )
     p.add_argument(
         "--repair-hours",
         type=float,
         default=plan.DEFAULT_REPAIR_HOURS,
         metavar="H",
-        help=f"time to replace a failed instance, for the spares (default {plan.DEFAULT_REPAIR_HOURS:g})",
+        help=f"hours to replace a failed instance, for the spares (default {plan.DEFAULT_REPAIR_HOURS:g})",
     )
     rate = p.add_mutually_exclusive_group()
     rate.add_argument(
