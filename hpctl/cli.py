@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hpctl import __version__, drift, examples, kubeconfig, predestroy, preflight
+from hpctl import __version__, drift, examples, kubeconfig, plan_command, predestroy, preflight
 from hpctl import cluster as api
 from hpctl import nodes as nodeops
 from hpctl import wait as waiting
@@ -596,7 +596,10 @@ def cmd_pre_destroy(args: argparse.Namespace, t: Target, clients: Any) -> int:
 
 
 def cmd_render_examples(args: argparse.Namespace, t: Target, clients: Any) -> int:
-    files = examples.render(t.cfg, gpus=args.gpus, efa=args.efa)
+    minutes = args.checkpoint_interval_minutes
+    if not 0 < minutes < float("inf"):  # also refuses NaN
+        raise UsageError(f"--checkpoint-interval-minutes must be more than zero, got {minutes:g}")
+    files = examples.render(t.cfg, gpus=args.gpus, efa=args.efa, checkpoint_interval_minutes=minutes)
     if args.out == "-":
         print(examples.stream(files), end="")
         return EXIT_OK
@@ -972,7 +975,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gpus", type=_positive, help="NVIDIA GPUs per node (needed for a type not in hpctl's table)")
     p.add_argument("--efa", type=_bounded(0), help="EFA devices per node (default: hpctl's table, else 0)")
+    p.add_argument(
+        "--checkpoint-interval-minutes",
+        type=float,
+        default=examples.CHECKPOINT_INTERVAL_MINUTES,
+        metavar="M",
+        help="how often the training example checkpoints, e.g. the interval `hpctl plan` gives "
+        f"(default {examples.CHECKPOINT_INTERVAL_MINUTES:g})",
+    )
     p.set_defaults(handler=cmd_render_examples, need_config=True)
+
+    p = _add(sub, "plan", common, plan_command.HELP, plan_command.EXAMPLE)
+    plan_command.add_arguments(p)
+    p.set_defaults(handler=plan_command.run, need_config=True)
     return parser
 
 

@@ -111,8 +111,12 @@ AUTO_RESUME = {
 REGENERATE = "hpctl render-examples --config config/default.yaml --out examples"
 RENDERED_MARK = "Rendered by `hpctl render-examples`"  # in every file it writes; marks the ones it may remove
 
-# A small data-parallel job on synthetic data: it checkpoints to the shared volume every 100 steps and
-# resumes from the latest checkpoint when HyperPod restarts it.
+# The example job runs for a few minutes, so it checkpoints every minute by default and a restart visibly
+# resumes; a real job takes the interval `hpctl plan` computes (render-examples --checkpoint-interval-minutes).
+CHECKPOINT_INTERVAL_MINUTES = 1.0
+
+# A small data-parallel job on synthetic data: it checkpoints to the shared volume every
+# CHECKPOINT_INTERVAL_MINUTES and resumes from the latest checkpoint when HyperPod restarts it.
 TRAIN_SCRIPT = '''\
 import os
 import time
@@ -140,13 +144,19 @@ if os.path.exists(latest):
         print(f"resumed from step {step}", flush=True)
 
 total_steps = int(os.environ.get("TOTAL_STEPS", "5000"))
+interval_seconds = float(os.environ["CHECKPOINT_INTERVAL_MINUTES"]) * 60
+last_checkpoint = time.monotonic()
 while step < total_steps:
     loss = model(torch.randn(64, 4096, device="cuda")).pow(2).mean()
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
     step += 1
-    if step % 100 == 0:
+    # Rank 0's clock decides for every rank, so all of them reach the barrier below together.
+    due = torch.tensor([int(time.monotonic() - last_checkpoint >= interval_seconds)], device="cuda")
+    dist.broadcast(due, src=0)
+    if due.item():
+        last_checkpoint = time.monotonic()
         if rank == 0:
             state = {"model": model.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step}
             torch.save(state, latest + ".tmp")
@@ -265,12 +275,16 @@ def _dump(documents: list[dict[str, Any]], project: str, title: str) -> str:
     return header + body
 
 
-def training_job(config: Any, group: Any, acc: Accelerators) -> list[dict[str, Any]]:
+def training_job(
+    config: Any, group: Any, acc: Accelerators,
+    checkpoint_interval_minutes: float = CHECKPOINT_INTERVAL_MINUTES,
+) -> list[dict[str, Any]]:
     gpus, efa = acc.gpus, acc.efa
     nodes = max(group.instance_count, 1)
     ns = namespace(config)
     env = [
         {"name": "CHECKPOINT_DIR", "value": f"{SHARED_MOUNT}/checkpoints/{TRAINING_JOB}"},
+        {"name": "CHECKPOINT_INTERVAL_MINUTES", "value": f"{checkpoint_interval_minutes:g}"},
         {"name": "NCCL_DEBUG", "value": "INFO"},
     ]
     if efa:
@@ -454,8 +468,12 @@ def smoke_test(config: Any, group: Any, acc: Accelerators) -> list[dict[str, Any
     }]
 
 
-def render(config: Any, gpus: int | None = None, efa: int | None = None) -> dict[str, str]:
-    """File name -> manifest text for ``config``; ``gpus``/``efa`` override the table for the GPU group."""
+def render(
+    config: Any, gpus: int | None = None, efa: int | None = None,
+    checkpoint_interval_minutes: float = CHECKPOINT_INTERVAL_MINUTES,
+) -> dict[str, str]:
+    """File name -> manifest text for ``config``; ``gpus``/``efa`` override the table for the GPU group, and the
+    training job checkpoints every ``checkpoint_interval_minutes``."""
     group = gpu_group(config)
     acc = accelerators(group, gpus, efa)
     files: dict[str, str] = {}
@@ -464,7 +482,7 @@ def render(config: Any, gpus: int | None = None, efa: int | None = None) -> dict
         files["namespace.yaml"] = _dump(
             [ns], config.project, "The namespace of the examples (with FSx enabled the storage stack creates it).")
     files["pytorchjob-auto-resume.yaml"] = _dump(
-        training_job(config, group, acc), config.project,
+        training_job(config, group, acc, checkpoint_interval_minutes), config.project,
         "Distributed PyTorch training with HyperPod job auto-resume, checkpointing to the shared volume.")
     files["inference.yaml"] = _dump(
         inference(config, group), config.project,

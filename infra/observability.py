@@ -23,8 +23,8 @@ from constructs import Construct
 
 from infra.common import acknowledge, nag_name, retention
 from infra.config import AlertsConfig, GrafanaConfig, ObservabilityConfig, PrometheusConfig
-from infra.names import cluster_log_groups, container_insights_log_groups
 from infra.grafana_content import GrafanaContent
+from infra.names import cluster_log_groups, container_insights_log_groups
 
 CONTAINER_INSIGHTS_ADDON = "amazon-cloudwatch-observability"
 CONTAINER_INSIGHTS_SERVICE_ACCOUNT = "cloudwatch-agent"

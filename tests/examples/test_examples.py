@@ -212,6 +212,30 @@ def test_cli_writes_the_rendering_and_exits_0(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
+def test_training_job_checkpoints_at_the_interval_it_is_given(tmp_path, capsys):
+    default = by_kind(render(), "PyTorchJob")
+    for spec in pod_specs(default):
+        env = {e["name"]: e["value"] for e in spec["containers"][0]["env"]}
+        assert env["CHECKPOINT_INTERVAL_MINUTES"] == f"{examples.CHECKPOINT_INTERVAL_MINUTES:g}"
+    assert 'os.environ["CHECKPOINT_INTERVAL_MINUTES"]' in examples.TRAIN_SCRIPT
+    compile(examples.TRAIN_SCRIPT, "train.py", "exec")
+    code = cli.main(["render-examples", "--config", str(ROOT / "config" / "default.yaml"), "--out", str(tmp_path),
+                     "--checkpoint-interval-minutes", "91.5"])
+    assert code == 0
+    job = by_kind({"f": (tmp_path / "pytorchjob-auto-resume.yaml").read_text()}, "PyTorchJob")
+    for spec in pod_specs(job):
+        assert {"name": "CHECKPOINT_INTERVAL_MINUTES", "value": "91.5"} in spec["containers"][0]["env"]
+
+
+@pytest.mark.parametrize("minutes", ["0", "-3", "nan"])
+def test_cli_refuses_a_checkpoint_interval_that_is_not_positive(tmp_path, capsys, minutes):
+    code = cli.main(["render-examples", "--config", str(ROOT / "config" / "default.yaml"), "--out", str(tmp_path / "o"),
+                     "--checkpoint-interval-minutes", minutes])
+    assert code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
 def test_cli_refuses_a_config_without_gpu_groups_with_exit_2(tmp_path, capsys):
     data = default_config_data()
     data["hyperpod"]["instance_groups"][0].update(instance_type="ml.m5.2xlarge", deep_health_checks=[])

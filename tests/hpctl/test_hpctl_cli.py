@@ -35,6 +35,7 @@ def test_every_command_is_there() -> None:
                 "preflight",
                 "pre-destroy",
                 "render-examples",
+                "plan",
             ]
         )
         == SUBCOMMANDS
