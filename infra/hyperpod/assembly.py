@@ -73,6 +73,9 @@ def add_hyperpod(
     cluster = HyperPodCluster(
         scope, "HyperPod", config=config, eks_cluster_arn=eks_cluster.cluster_arn,
         execution_role_arn=role.role.role_arn, subnet_ids_by_az=subnets, security_group_ids=security_groups,
-        lifecycle_s3_uri=lifecycle.source_s3_uri, depends_on=[chart.release, lifecycle.deployment],
+        lifecycle_s3_uri=lifecycle.source_s3_uri,
+        # HyperPod validates the execution role's permissions when it creates the cluster: the role's inline
+        # policy must exist by then, not only the role (CloudFormation creates them as separate resources).
+        depends_on=[chart.release, lifecycle.deployment, *([role.policy] if role.policy else [])],
     )
     return HyperPodParts(lifecycle=lifecycle, execution_role=role, dependencies_chart=chart, cluster=cluster)

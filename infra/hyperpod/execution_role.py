@@ -20,15 +20,20 @@ def _arn(service: str, resource: str) -> str:
 WILDCARD_REASONS: dict[str, str] = {
     "Resource::*": "Granted only for actions without resource-level permissions: cloudwatch:PutMetricData "
     "(limited to the /aws/sagemaker/Clusters namespace by condition), the ssmmessages session channels, "
-    "the VPC CNI's ec2:Describe* calls and ecr:GetAuthorizationToken.",
+    "the VPC CNI's ec2:Describe* calls and ecr:GetAuthorizationToken, as in AWS's execution role template.",
+    "Resource::arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:*":
+        "Rolling-update auto-rollback reads the alarms the operator names at update time; AWS's template grants "
+        "cloudwatch:DescribeAlarms on '*', this narrows it to alarms of this region and account.",
     "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/*":
         "HyperPod names the cluster's log group after the cluster id, which exists only after creation.",
     "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/*"
     ":log-stream:*": "Streams are named per instance group and instance id by the nodes themselves.",
     "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*":
-        "The VPC CNI creates ENIs at run time; every statement on them requires ec2:Vpc to be this VPC.",
+        "The VPC CNI creates ENIs at run time, so their IDs are unknown; AWS's execution role template grants the "
+        "same resource.",
     "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:instance/*":
-        "HyperPod creates the node instances at run time; limited to this VPC by the ec2:Vpc condition.",
+        "HyperPod creates the node instances at run time, so their IDs are unknown; AWS's execution role template "
+        "grants the same resource.",
     "Resource::arn:<AWS::Partition>:ecr:<AWS::Region>:*:repository/*":
         "Node images (EKS add-ons, HyperPod agents) come from AWS-owned registries whose account IDs differ "
         "by region; pulls are limited to this region and to read actions.",
@@ -39,8 +44,9 @@ class HyperPodExecutionRole(Construct):
     """An execution role for a HyperPod cluster orchestrated by EKS, scoped to this cluster's resources.
 
     Grants the equivalent of AmazonSageMakerClusterInstanceRolePolicy (logs and metrics under
-    /aws/sagemaker/Clusters, SSM session channels), read of the lifecycle prefix only, the VPC CNI's ENI
-    management limited to the VPC, its HyperPod subnets and security group, ECR image pulls,
+    /aws/sagemaker/Clusters, SSM session channels), read of the lifecycle prefix, the VPC CNI's ENI
+    management on the resources AWS's template names (instances, ENIs, the VPC, its HyperPod subnets and
+    security group), cloudwatch:DescribeAlarms for rolling-update rollback, ECR image pulls,
     eks:DescribeCluster and eks-auth:AssumeRoleForPodIdentity on this EKS cluster only. No action is
     ``*``; ``*`` resources appear only where the API has no resource-level permissions, each acknowledged
     in ``WILDCARD_REASONS``. An optional permissions boundary applies to the role.
@@ -77,9 +83,16 @@ class HyperPodExecutionRole(Construct):
             # An aspect on the role itself runs after any wider one, so this specific boundary wins.
             boundary = iam.ManagedPolicy.from_managed_policy_arn(self, "Boundary", permissions_boundary_arn)
             iam.PermissionsBoundary.of(self.role).apply(boundary)
-        vpc_arn = _arn("ec2", f"vpc/{vpc_id}")
+        # The VPC CNI's ENI statements follow AWS's execution role template statement by statement
+        # (aws/sagemaker-hyperpod-cluster-setup@b920fcf430f1fd3b36c01bb63b63348f95f0b9fb:
+        # eks/cloudformation/sagemaker-iam-role-template.yaml): resources instance/*, network-interface/*, the VPC,
+        # each subnet and security group, with no condition keys (an ec2:Vpc condition is not evaluated for every
+        # resource type these actions touch, so it would deny them).
         network_interfaces = _arn("ec2", "network-interface/*")
-        in_this_vpc = {"ArnEquals": {"ec2:Vpc": vpc_arn}}
+        instances = _arn("ec2", "instance/*")
+        eni_scope = [instances, network_interfaces, _arn("ec2", f"vpc/{vpc_id}")] \
+            + [_arn("ec2", f"subnet/{s}") for s in subnet_ids] \
+            + [_arn("ec2", f"security-group/{g}") for g in security_group_ids]
         statements = [
             iam.PolicyStatement(
                 sid="ClusterLogs",
@@ -97,6 +110,12 @@ class HyperPodExecutionRole(Construct):
                 conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}},
             ),
             iam.PolicyStatement(
+                # AWS's template grants it on "*": rolling software updates read the alarms named for
+                # auto-rollback. Narrowed to alarm ARNs, the only resource type the action takes (Service
+                # Authorization Reference, as bundled in parliament 1.6.4's iam_definition.json).
+                sid="RollbackAlarms", actions=["cloudwatch:DescribeAlarms"], resources=[_arn("cloudwatch", "alarm:*")],
+            ),
+            iam.PolicyStatement(
                 sid="SsmSessions",
                 actions=["ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
                          "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"],
@@ -108,10 +127,9 @@ class HyperPodExecutionRole(Construct):
                 resources=[f"{lifecycle_bucket_arn}/{lifecycle_prefix}/*"],
             ),
             iam.PolicyStatement(
-                sid="LifecycleScriptsList",
-                actions=["s3:ListBucket"],
-                resources=[lifecycle_bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{lifecycle_prefix}/*", f"{lifecycle_prefix}/"]}},
+                # On the bucket without an s3:prefix condition, as in AWS's template: a condition would deny
+                # HeadBucket and a listing of the prefix without its trailing slash.
+                sid="LifecycleScriptsList", actions=["s3:ListBucket"], resources=[lifecycle_bucket_arn],
             ),
             iam.PolicyStatement(
                 sid="VpcCniDescribe",
@@ -121,34 +139,24 @@ class HyperPodExecutionRole(Construct):
                 resources=["*"],
             ),
             iam.PolicyStatement(
-                sid="VpcCniCreateEniInSubnets",
-                actions=["ec2:CreateNetworkInterface"],
-                resources=[_arn("ec2", f"subnet/{s}") for s in subnet_ids]
-                + [_arn("ec2", f"security-group/{g}") for g in security_group_ids],
-            ),
-            iam.PolicyStatement(
                 sid="VpcCniManageEni",
-                # The *NetworkInterfacePermission actions let the HyperPod instances (in a service account)
-                # attach the ENIs created in this VPC, per HyperPod's VPC permissions for the execution role.
-                actions=["ec2:CreateNetworkInterface", "ec2:AssignPrivateIpAddresses",
-                         "ec2:UnassignPrivateIpAddresses", "ec2:AttachNetworkInterface",
-                         "ec2:DetachNetworkInterface", "ec2:DeleteNetworkInterface",
-                         "ec2:ModifyNetworkInterfaceAttribute", "ec2:CreateNetworkInterfacePermission",
-                         "ec2:DeleteNetworkInterfacePermission"],
-                resources=[network_interfaces],
-                conditions=in_this_vpc,
+                actions=["ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+                         "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+                         "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterfacePermission",
+                         "ec2:ModifyNetworkInterfaceAttribute"],
+                resources=eni_scope,
             ),
             iam.PolicyStatement(
-                sid="VpcCniAttachToNode",
+                # AWS's template grants Detach on "*"; it takes instance and network-interface only (Service
+                # Authorization Reference, as bundled in parliament 1.6.4), the resources Attach has there.
+                sid="VpcCniAttachEni",
                 actions=["ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface"],
-                resources=[_arn("ec2", "instance/*")],
-                conditions=in_this_vpc,
+                resources=[instances, network_interfaces],
             ),
             iam.PolicyStatement(
                 sid="VpcCniTagEni",  # on creation and later: the VPC CNI tags the ENIs it manages
                 actions=["ec2:CreateTags"],
                 resources=[network_interfaces],
-                conditions=in_this_vpc,
             ),
             iam.PolicyStatement(sid="EcrAuth", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             iam.PolicyStatement(

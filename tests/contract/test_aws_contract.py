@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +58,53 @@ def test_observability_addon_sends_only_keys_aws_uses(request, variant):
         assert settings["level"] in fact["families"][family], (family, settings["level"])
     (association,) = addon["PodIdentityAssociations"]
     assert association["ServiceAccount"] == fact["service_account"]
+
+
+def _execution_role_statements(synth) -> list[dict[str, Any]]:
+    (policy,) = [r["Properties"] for k, r in synth.template("hyperpod")["Resources"].items()
+                 if r["Type"] == "AWS::IAM::Policy" and k.startswith("ExecutionRolePolicy")]
+    return policy["PolicyDocument"]["Statement"]
+
+
+def _grants(statements: list[dict[str, Any]], action: str) -> list[dict[str, Any]]:
+    def listed(value: Any) -> list[Any]:
+        return value if isinstance(value, list) else [value]
+    return [s for s in statements if s["Effect"] == "Allow" and action in listed(s["Action"])]
+
+
+def _resource_types(statement: dict[str, Any]) -> set[str]:
+    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    types = set()
+    for resource in resources:
+        text = render(resource)
+        match = re.search(r":([a-z][a-z-]*)(?:/|:\*)", text)  # ...:subnet/<id> -> subnet, ...:alarm:* -> alarm
+        types.add("*" if text == "*" else match.group(1) if match else text)
+    return types
+
+
+@pytest.mark.parametrize("variant", ["default_synth", "variant_synth"])
+def test_execution_role_grants_what_aws_documents_unconditionally(request, variant):
+    fact = FACTS["execution_role"]
+    statements = _execution_role_statements(request.getfixturevalue(variant))
+
+    def unconditional(action: str) -> list[dict[str, Any]]:
+        found = [s for s in _grants(statements, action) if "Condition" not in s]
+        assert found, f"{action} is not granted without a condition"
+        return found
+
+    for action in fact["actions_on_eni_scope"]:
+        (statement,) = unconditional(action)
+        assert _resource_types(statement) == set(fact["eni_scope_resource_types"]), action
+    for action in fact["attach_actions"]:
+        (statement,) = unconditional(action)
+        assert _resource_types(statement) == set(fact["attach_resource_types"]), action
+    for action in fact["star_actions"]:
+        assert any(_resource_types(s) == {"*"} for s in unconditional(action)), action
+    for action in fact["alarm_actions"]:
+        assert all(_resource_types(s) == {"alarm"} for s in unconditional(action)), action
+    for action in fact["ecr_pull"] + fact["eni_tag_actions"] + fact["cluster_actions"]:
+        unconditional(action)
+    for action, kind in fact["bucket_actions"].items():
+        (statement,) = unconditional(action)
+        text = json.dumps(statement["Resource"])
+        assert ("/" in text) is (kind == "object"), action

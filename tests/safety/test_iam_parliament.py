@@ -29,10 +29,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("RESOURCE_STAR", "NetworkS3Endpoint635CABAC"):
         "The S3 gateway endpoint policy allows Resource '*' only with the condition aws:ResourceAccount = this "
         "account (statement ThisAccountBuckets); parliament does not weigh conditions.",
-    ("RESOURCE_MISMATCH", "ExecutionRolePolicy79A7F477"):
-        "ENI actions need several resource types at once (network-interface, subnet, security-group, "
-        "instance); the execution role grants each in its own statement with its own condition (ec2:Vpc), "
-        "and parliament checks one statement at a time.",
     ("RESOURCE_MISMATCH", "CustomCDKBucketDeployment8693BB64968944B69AAFB0CC9EB8756CServiceRoleDefaultPolicy88902FDF"):
         "aws-cdk-lib's BucketDeployment grants its s3:GetObject*/s3:List* action groups on the two buckets; "
         "the wildcard also names access-point and access-grants actions that need other resource types, and "
