@@ -205,6 +205,15 @@ class NetworkConfig(_Strict):
     hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1)
     # Interface endpoints for closed networks (ec2, ecr, sts, logs, ssm, eks-auth, sagemaker, ...).
     interface_endpoints: bool = False
+    # Egress of the nodes' security group beyond the group itself. "all" is AWS's rule (its security group
+    # template, aws/sagemaker-hyperpod-cluster-setup@b920fcf4:eks/cloudformation/security-group-template.yaml,
+    # InternetCommunicationRuleEgress); "https_only" keeps TCP 443 alone, which breaks anything else a job
+    # reaches outside the group (other FSx or database security groups, non-HTTPS endpoints).
+    node_egress: Literal["all", "https_only"] = "all"
+    # The S3 gateway endpoint's policy. "open" is AWS's setup (no policy); "this_account" limits it to this
+    # account's buckets plus the AWS-owned package and image-layer buckets: public datasets and other accounts'
+    # buckets are then unreachable through it.
+    s3_endpoint_policy: Literal["open", "this_account"] = "open"
     flow_logs_retention_days: RetentionDays = 365
     # Bring your own VPC: set existing_vpc_id, control_plane_subnet_ids and a subnet_id per HyperPod subnet.
     existing_vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")

@@ -10,7 +10,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.common import retention
+from infra.common import acknowledge, retention
 from infra.config import NetworkConfig
 from infra.errors import ConfigError
 
@@ -192,7 +192,8 @@ class HyperPodNetwork(Construct):
             service_name=f"com.amazonaws.{Aws.REGION}.s3",
             vpc_endpoint_type="Gateway",
             route_table_ids=[t.ref for _, _, t in private + hyperpod],
-            policy_document=self._s3_endpoint_policy().to_json(),
+            policy_document=(self._s3_endpoint_policy().to_json()
+                             if config.s3_endpoint_policy == "this_account" else None),
         )
 
         self.flow_log_group = logs.LogGroup(
@@ -256,7 +257,10 @@ class HyperPodNetwork(Construct):
                 iam.PolicyStatement(
                     sid="ThisAccountBuckets",
                     principals=[iam.AnyPrincipal()],
-                    actions=["s3:GetObject", "s3:PutObject", "s3:ListBucket", "s3:GetBucketLocation"],
+                    # What training does with its own buckets: read, write, delete, list, multipart uploads.
+                    actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket",
+                             "s3:GetBucketLocation", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts",
+                             "s3:ListBucketMultipartUploads"],
                     resources=["*"],
                     conditions={"StringEquals": {"aws:ResourceAccount": Aws.ACCOUNT_ID}},
                 ),
@@ -271,19 +275,26 @@ class HyperPodNetwork(Construct):
 
     # --- shared -------------------------------------------------------------------------------------
     def _efa_security_group(self) -> ec2.SecurityGroup:
+        all_egress = self.config is None or self.config.node_egress == "all"
         group = ec2.SecurityGroup(
             self,
             "EfaSecurityGroup",
             vpc=self.vpc,
             description="HyperPod nodes and EKS control plane: EFA needs all traffic within this group",
-            allow_all_outbound=False,
+            # All egress is AWS's rule (security-group-template.yaml, InternetCommunicationRuleEgress); it covers
+            # the traffic within the group too.
+            allow_all_outbound=all_egress,
         )
         group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA and node-to-node traffic within the group")
-        group.add_egress_rule(group, ec2.Port.all_traffic(), "EFA and node-to-node traffic within the group")
         for port in (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023)):
             group.add_ingress_rule(group, port, "FSx for Lustre within the group")
-        # AWS APIs, ECR and the EKS endpoint. No all-traffic 0.0.0.0/0 egress: it can break EFA health checks.
-        group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to AWS APIs and registries")
+        if all_egress:
+            acknowledge(group, "HyperPod-EC2-2",
+                        "network.node_egress is all: AWS's HyperPod security group template allows all egress "
+                        "(InternetCommunicationRuleEgress); https_only restricts it.", pack="HyperPod")
+        else:
+            group.add_egress_rule(group, ec2.Port.all_traffic(), "EFA and node-to-node traffic within the group")
+            group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to AWS APIs and registries")
         return group
 
     def _add_interface_endpoints(self, config: NetworkConfig) -> None:

@@ -110,6 +110,8 @@ VARIANT_CHANGES: dict[str, Any] = {
     "network": {
         "nat_gateways": "single",
         "interface_endpoints": True,
+        "node_egress": "https_only",
+        "s3_endpoint_policy": "this_account",
         "hyperpod_subnets": [
             {"az_id": "usw2-az2", "cidr": "10.1.0.0/16"},
             {"az_id": "usw2-az3", "cidr": "10.2.0.0/16"},

@@ -52,10 +52,9 @@ def test_efa_group_allows_all_traffic_within_itself_and_no_open_all_traffic_egre
     groups = default_synth.resources("network", "AWS::EC2::SecurityGroup")
     (group_id,) = groups
     egress = groups[group_id]["Properties"]["SecurityGroupEgress"]
-    assert all(not (e.get("CidrIp") == "0.0.0.0/0" and e["IpProtocol"] == "-1") for e in egress)
-    assert {
-        k: v for k, v in egress[0].items() if k != "Description"
-    } == {"CidrIp": "0.0.0.0/0", "IpProtocol": "tcp", "FromPort": 443, "ToPort": 443}
+    # AWS's security group template allows all egress: the default follows it.
+    assert [{k: v for k, v in e.items() if k != "Description"} for e in egress] == [
+        {"CidrIp": "0.0.0.0/0", "IpProtocol": "-1"}]
     ingress = default_synth.resources("network", "AWS::EC2::SecurityGroupIngress").values()
     self_rules = {
         (r["Properties"]["IpProtocol"], r["Properties"].get("FromPort"), r["Properties"].get("ToPort"))
@@ -63,21 +62,37 @@ def test_efa_group_allows_all_traffic_within_itself_and_no_open_all_traffic_egre
         if r["Properties"]["SourceSecurityGroupId"] == {"Fn::GetAtt": [group_id, "GroupId"]}
     }
     assert self_rules == {("-1", None, None), ("tcp", 988, 988), ("tcp", 1018, 1023)}
-    self_egress = default_synth.resources("network", "AWS::EC2::SecurityGroupEgress").values()
-    assert [e["Properties"]["IpProtocol"] for e in self_egress] == ["-1"]
+    assert default_synth.resources("network", "AWS::EC2::SecurityGroupEgress") == {}  # covered by all egress
 
 
-def test_s3_gateway_endpoint_policy_is_scoped(default_synth):
-    endpoints = default_synth.resources("network", "AWS::EC2::VPCEndpoint")
-    (s3,) = endpoints.values()
+def test_https_only_egress_when_asked(variant_synth):
+    groups = variant_synth.resources("network", "AWS::EC2::SecurityGroup")
+    (group,) = [g for k, g in groups.items() if k.startswith("NetworkEfaSecurityGroup")]
+    assert [{k: v for k, v in e.items() if k != "Description"} for e in group["Properties"]["SecurityGroupEgress"]] \
+        == [{"CidrIp": "0.0.0.0/0", "IpProtocol": "tcp", "FromPort": 443, "ToPort": 443}]
+    self_egress = variant_synth.resources("network", "AWS::EC2::SecurityGroupEgress").values()
+    assert "-1" in [e["Properties"]["IpProtocol"] for e in self_egress]
+
+
+def test_s3_gateway_endpoint_has_no_policy_by_default(default_synth):
+    (s3,) = default_synth.resources("network", "AWS::EC2::VPCEndpoint").values()
     assert s3["Properties"]["VpcEndpointType"] == "Gateway"
+    assert "PolicyDocument" not in s3["Properties"]  # AWS's setup sets none: public datasets stay reachable
+    assert len(s3["Properties"]["RouteTableIds"]) == 3
+
+
+def test_s3_gateway_endpoint_policy_is_scoped_when_asked(variant_synth):
+    endpoints = variant_synth.resources("network", "AWS::EC2::VPCEndpoint")
+    (s3,) = [e for e in endpoints.values() if e["Properties"]["VpcEndpointType"] == "Gateway"]
     statements = s3["Properties"]["PolicyDocument"]["Statement"]
+    actions = {a for s in statements for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
+    assert {"s3:DeleteObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"} <= actions
     assert all(s["Action"] != "*" and "s3:*" not in s["Action"] for s in statements)
     account_scoped = [s for s in statements if s["Resource"] == "*"]
     assert account_scoped and all(
         s["Condition"]["StringEquals"]["aws:ResourceAccount"] == {"Ref": "AWS::AccountId"} for s in account_scoped
     )
-    assert len(s3["Properties"]["RouteTableIds"]) == 3
+
 
 
 def test_interface_endpoints_only_when_asked(default_synth, variant_synth):
@@ -115,7 +130,7 @@ def test_flow_logs_to_a_retained_log_group(default_synth):
 def test_existing_vpc_is_adopted_not_created(byo_synth):
     template = byo_synth.template("network")
     types = {r["Type"] for r in template["Resources"].values()}
-    assert types == {"AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress"}
+    assert types == {"AWS::EC2::SecurityGroup", "AWS::EC2::SecurityGroupIngress"}
     groups = byo_synth.resources("network", "AWS::EC2::SecurityGroup")
     assert [g["Properties"]["VpcId"] for g in groups.values()] == ["vpc-0123456789abcdef0"]
     cluster = next(iter(byo_synth.resources("eks", "AWS::EKS::Cluster").values()))
