@@ -42,6 +42,7 @@ diff: $(STAMP)
 
 # The replacement lock records what was deployed: the candidate of this synth is promoted only on success.
 deploy: $(STAMP)
+	$(PY) scripts/require_admin.py $(CONFIG)
 	$(CDK) deploy --all -c config=$(CONFIG)
 	$(PY) scripts/promote_lock.py cdk.out
 

@@ -182,6 +182,17 @@ def grafana_authentication(cfg: Any) -> list[str]:
     return [str(v) for v in value]
 
 
+def check_admin_access(cfg: Any) -> list[Check]:
+    """Someone can use kubectl after the deploy: the EKS cluster is created without the creator as admin
+    (in CloudFormation the creator is a deployment role, not a person), so admins come only from the config."""
+    admins = list(cfg.eks.admin_principal_arns)
+    if not admins:
+        return [Check("admin-access", FAIL,
+                      "eks.admin_principal_arns is empty: nobody could use kubectl on the cluster; add the IAM role "
+                      "ARN of the platform team (e.g. your SSO role's arn:aws:iam::<account>:role/...)")]
+    return [Check("admin-access", PASS, f"cluster-admin for {', '.join(admins)}")]
+
+
 def check_identity_center(cfg: Any, clients: Any) -> list[Check]:
     methods = grafana_authentication(cfg)
     if "AWS_SSO" not in methods:
@@ -378,6 +389,7 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += _guard("az-ids", lambda: check_az_ids(cfg, clients))
     checks += _guard("quotas", lambda: check_quotas(cfg, clients))
     checks += _guard("subnet-ips", lambda: check_subnet_ips(cfg, clients, deployed))
+    checks += check_admin_access(cfg)
     checks += _guard("identity-center", lambda: check_identity_center(cfg, clients))
     checks += _guard("leftovers", lambda: check_leftovers(cfg, clients))
     for suffix, resource_type in REPLACEMENT_CHECKS:

@@ -53,6 +53,7 @@ def config_data(**hyperpod_overrides: Any) -> dict[str, Any]:
             "control_plane_az_ids": ["usw2-az1", "usw2-az2"],
             "hyperpod_subnets": [{"az_id": "usw2-az2", "cidr": "10.1.0.0/16"}],
         },
+        "eks": {"admin_principal_arns": ["arn:aws:iam::111122223333:role/PlatformAdmin"]},
         "hyperpod": {"cluster_name": CLUSTER, "instance_groups": [group]},
     }
     data["hyperpod"].update(hyperpod_overrides)

@@ -402,6 +402,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(run, config_file: Path
         "az-ids": "pass",
         "quota ml.g5.8xlarge": "fail",
         "subnet-ips": "pass",
+        "admin-access": "pass",
         "identity-center": "fail",
         "leftovers": "pass",
         "no-replace hp-eks": "pass",
