@@ -315,10 +315,10 @@ class EksConfig(_Strict):
     admin_principal_arns: list[IamArn] = []
     authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = "API"
     log_retention_days: RetentionDays = 365
-    # Add-on versions; null lets EKS pick its default for the Kubernetes version.
-    addon_versions: dict[Literal["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"], str] = {
-        "vpc-cni": "v1.20.4-eksbuild.2"
-    }
+    # Add-on versions; an add-on not listed gets EKS's default for the Kubernetes version, as in AWS's HyperPod
+    # Terraform module (awslabs/awsome-distributed-training@0edaf152:.../modules/eks_cluster/main.tf sets no
+    # addon_version). A pinned build may not exist for every Kubernetes version: `hpctl preflight` checks it.
+    addon_versions: dict[Literal["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"], str] = {}
 
     @field_validator("version", mode="before")
     @classmethod
