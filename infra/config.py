@@ -308,17 +308,36 @@ def _same_private_family(primary: ipaddress.IPv4Network, secondary: ipaddress.IP
     return any(primary.subnet_of(f) and secondary.subnet_of(f) for f in families)
 
 
+class NamespaceAdmin(_Strict):
+    principal_arn: IamArn
+    namespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]] = Field(
+        min_length=1)
+
+
 class EksConfig(_Strict):
     version: str = "1.33"
     endpoint: Literal["private", "public_and_private"] = "private"
     public_access_cidrs: list[ipaddress.IPv4Network] = []
     admin_principal_arns: list[IamArn] = []
+    # Principals that administer only some namespaces (data scientists): AmazonEKSAdminPolicy with namespace
+    # scope, as in aws-cdk-lib's AccessPolicy documentation
+    # (https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_eks_v2.AccessPolicyNameOptions.html).
+    namespace_admins: list[NamespaceAdmin] = []
     authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = "API"
     log_retention_days: RetentionDays = 365
     # Add-on versions; an add-on not listed gets EKS's default for the Kubernetes version, as in AWS's HyperPod
     # Terraform module (awslabs/awsome-distributed-training@0edaf152:.../modules/eks_cluster/main.tf sets no
     # addon_version). A pinned build may not exist for every Kubernetes version: `hpctl preflight` checks it.
     addon_versions: dict[Literal["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"], str] = {}
+
+    @model_validator(mode="after")
+    def _one_access_entry_per_principal(self) -> EksConfig:
+        principals = list(self.admin_principal_arns) + [g.principal_arn for g in self.namespace_admins]
+        twice = sorted({p for p in principals if principals.count(p) > 1})
+        if twice:
+            raise ConfigError("eks.namespace_admins", twice[0],
+                              "a principal gets one access entry: list it once, as a cluster or a namespace admin")
+        return self
 
     @field_validator("version", mode="before")
     @classmethod

@@ -139,6 +139,18 @@ class EksControlPlane(Construct):
                 )
             )
 
+        self.namespace_access_entries: list[eks.AccessEntry] = []
+        for grant in config.namespace_admins:
+            digest = hashlib.sha256(grant.principal_arn.encode()).hexdigest()[:10]
+            self.namespace_access_entries.append(eks.AccessEntry(
+                self, f"NamespaceAdmin-{digest}",
+                cluster=self.cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
+                principal=grant.principal_arn,
+                access_policies=[eks.AccessPolicy.from_access_policy_name(
+                    "AmazonEKSAdminPolicy", access_scope_type=eks.AccessScopeType.NAMESPACE,
+                    namespaces=list(grant.namespaces))],
+            ))
+
         region = Stack.of(self).region
         CfnOutput(self, "ClusterName", value=self.cluster.cluster_name, description="EKS cluster name")
         CfnOutput(self, "ClusterArn", value=self.cluster.cluster_arn, description="EKS cluster ARN")

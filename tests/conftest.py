@@ -128,6 +128,8 @@ VARIANT_CHANGES: dict[str, Any] = {
         "endpoint": "public_and_private",
         "public_access_cidrs": ["203.0.113.0/24"],
         "admin_principal_arns": ["arn:aws:iam::111122223333:role/PlatformAdmin"],
+        "namespace_admins": [{"principal_arn": "arn:aws:iam::111122223333:role/DataScientist",
+                              "namespaces": ["training"]}],
         "authentication_mode": "API_AND_CONFIG_MAP",
     },
     "hyperpod": {

@@ -116,6 +116,13 @@ REFUSALS = [
     ("no alert level", {"observability": {"alerts": {"levels": []}}}, "observability.alerts.levels", "at least 1"),
     ("saml with admin ids", {"observability": {"grafana": {"authentication": "SAML", "admin_user_ids": ["u-1"]}}},
      "observability.grafana.admin_user_ids", "AWS_SSO"),
+    ("principal twice", {"eks": {"admin_principal_arns": ["arn:aws:iam::111122223333:role/A"],
+                                 "namespace_admins": [{"principal_arn": "arn:aws:iam::111122223333:role/A",
+                                                       "namespaces": ["training"]}]}},
+     "eks.namespace_admins", "role/A"),
+    ("namespace admin without namespaces",
+     {"eks": {"namespace_admins": [{"principal_arn": "arn:aws:iam::111122223333:role/B", "namespaces": []}]}},
+     "eks.namespace_admins.0.namespaces", "at least 1"),
     ("metric level", {"observability": {"prometheus": {"metrics": {"node": {"level": "FULL"}}}}},
      "observability.prometheus.metrics.node.level", "FULL"),
     # AWS documents DISABLED | ADVANCED for the network family: BASIC is not one of them.

@@ -68,7 +68,8 @@ def test_core_addons_with_a_vpc_cni_hyperpod_supports(default_synth):
 
 def test_admin_access_entries_only_for_configured_principals(default_synth, variant_synth):
     assert default_synth.resources("eks", "AWS::EKS::AccessEntry") == {}
-    (entry,) = variant_synth.resources("eks", "AWS::EKS::AccessEntry").values()
+    (entry,) = [e for e in variant_synth.resources("eks", "AWS::EKS::AccessEntry").values()
+                if e["Properties"]["AccessPolicies"][0]["AccessScope"]["Type"] == "cluster"]
     props = entry["Properties"]
     assert props["PrincipalArn"] == "arn:aws:iam::111122223333:role/PlatformAdmin"
     (policy,) = props["AccessPolicies"]
@@ -89,3 +90,15 @@ def test_outputs_name_arn_and_kubeconfig_command(default_synth):
     assert {"EKS cluster name", "EKS cluster ARN"} <= descriptions
     command = next(v for v in outputs.values() if "kubeconfig" in v.get("Description", ""))
     assert "aws eks update-kubeconfig --name" in str(command["Value"])
+
+
+def test_namespace_admins_get_namespace_scoped_access(default_synth, variant_synth):
+    def scoped(synth):
+        return [e["Properties"] for e in synth.resources("eks", "AWS::EKS::AccessEntry").values()
+                if e["Properties"]["AccessPolicies"][0]["AccessScope"]["Type"] == "namespace"]
+    assert scoped(default_synth) == []
+    (entry,) = scoped(variant_synth)
+    assert entry["PrincipalArn"] == "arn:aws:iam::111122223333:role/DataScientist"
+    (policy,) = entry["AccessPolicies"]
+    assert policy["AccessScope"]["Namespaces"] == ["training"]
+    assert "policy/AmazonEKSAdminPolicy" in str(policy["PolicyArn"])
