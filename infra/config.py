@@ -649,6 +649,12 @@ class GrafanaConfig(_Strict):
                 "observability.grafana.admin_user_ids", None,
                 "admin assignments need authentication AWS_SSO; with SAML map admins in the SAML assertion",
             )
+        if self.network_access is not None and self.provision_dashboards:
+            # The provisioner's function runs outside the VPC: a workspace closed to other networks refuses it.
+            raise ConfigError(
+                "observability.grafana.provision_dashboards", True,
+                "cannot reach a workspace limited by network_access; set provision_dashboards: false",
+            )
         return self
 
 

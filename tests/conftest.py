@@ -120,7 +120,6 @@ VARIANT_CHANGES: dict[str, Any] = {
     "observability": {
         "prometheus": {"metrics": {"network": {"level": "ADVANCED"}}, "logging": True},
         "grafana": {"admin_user_ids": ["9067c7ea2d-11111111-2222-3333-4444-555555555555"],
-                    "network_access": {"prefix_list_ids": ["pl-0123456789abcdef0"]},
                     "dashboards_s3_source": "s3://dashboards-copy-111122223333/hyperpod/"},
         "alerts": {"levels": ["Warn", "Error"], "email": "oncall@example.com"},
     },
@@ -166,6 +165,9 @@ BYO_CHANGES: dict[str, Any] = {
         "control_plane_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"],
         "hyperpod_subnets": [{"az_id": "usw2-az2", "subnet_id": "subnet-0bbbbbbbbbbbbbbb1"}],
     },
+    # A workspace closed to other networks: the content provisioner (outside the VPC) must be off then.
+    "observability": {"grafana": {"network_access": {"prefix_list_ids": ["pl-0123456789abcdef0"]},
+                                  "provision_dashboards": False}},
 }
 
 

@@ -123,6 +123,9 @@ REFUSALS = [
     ("namespace admin without namespaces",
      {"eks": {"namespace_admins": [{"principal_arn": "arn:aws:iam::111122223333:role/B", "namespaces": []}]}},
      "eks.namespace_admins.0.namespaces", "at least 1"),
+    ("grafana provisioner behind network access",
+     {"observability": {"grafana": {"network_access": {"vpce_ids": ["vpce-0123456789abcdef0"]}}}},
+     "observability.grafana.provision_dashboards", "network_access"),
     ("metric level", {"observability": {"prometheus": {"metrics": {"node": {"level": "FULL"}}}}},
      "observability.prometheus.metrics.node.level", "FULL"),
     # AWS documents DISABLED | ADVANCED for the network family: BASIC is not one of them.

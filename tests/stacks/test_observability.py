@@ -129,8 +129,8 @@ def test_grafana_queries_only_this_clusters_log_groups(default_synth):
                       "/aws/sagemaker/Clusters/hyperpod-dev/*", "/aws/sagemaker/Clusters/hyperpod-dev/*:*"}
 
 
-def test_grafana_network_access_from_config(variant_synth):
-    _, grafana = _one(variant_synth, "AWS::Grafana::Workspace")
+def test_grafana_network_access_from_config(byo_synth):
+    _, grafana = _one(byo_synth, "AWS::Grafana::Workspace")
     assert grafana["Properties"]["NetworkAccessControl"] == {"PrefixListIds": ["pl-0123456789abcdef0"]}
 
 
