@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.error import HTTPError, URLError
+from urllib.request import Request, urlopen
 
 import yaml
 from botocore.exceptions import ClientError
@@ -21,6 +23,7 @@ from hpctl import cluster as api
 from hpctl import leftovers
 from hpctl.errors import UsageError, describe_aws_error, error_code, is_not_found
 from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, dotted
+from infra.hyperpod.chart_installer.handler import github_archive_url
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 
@@ -42,6 +45,63 @@ def _guard(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
         return fn()
     except ClientError as error:
         return [_could_not(name, error)]
+
+
+# --- EKS add-on versions ---------------------------------------------------------------------------
+
+
+def check_addon_versions(cfg: Any, clients: Any) -> list[Check]:
+    """Each pinned add-on version is offered for the cluster's Kubernetes version."""
+    k8s = cfg.eks.version
+    pinned = cfg.eks.addon_versions
+    if not pinned:
+        return [Check("addon-versions", PASS, "no add-on version pinned")]
+    paginator = clients("eks").get_paginator("describe_addon_versions")
+    missing = []
+    for name, version in sorted(pinned.items()):
+        # Response shape: botocore data/eks/2017-11-01/service-2.json, DescribeAddonVersionsResponse
+        # (addons[].addonVersions[].addonVersion)
+        offered = {
+            v["addonVersion"]
+            for page in paginator.paginate(addonName=name, kubernetesVersion=k8s)
+            for addon in page.get("addons", [])
+            for v in addon.get("addonVersions", [])
+        }
+        if version not in offered:
+            missing.append(f"{name} {version}")
+    if missing:
+        return [Check("addon-versions", FAIL, f"not offered for Kubernetes {k8s}: {', '.join(missing)}")]
+    listed = ", ".join(f"{n} {v}" for n, v in sorted(pinned.items()))
+    return [Check("addon-versions", PASS, f"offered for Kubernetes {k8s}: {listed}")]
+
+
+# --- Chart source ----------------------------------------------------------------------------------
+
+
+def head_status(url: str) -> int:
+    """HTTP status of a HEAD request (redirects followed); raises URLError/OSError when unreachable."""
+    try:
+        with urlopen(Request(url, method="HEAD"), timeout=10) as response:  # noqa: S310 - https URL from config
+            return int(response.status)
+    except HTTPError as error:
+        return error.code
+
+
+def check_chart_source(cfg: Any) -> list[Check]:
+    """The chart installer's GitHub archive for the pinned commit can be fetched from here."""
+    chart = cfg.hyperpod.dependencies_chart
+    if chart.source != "git":
+        return [Check("chart-source", PASS, f"source {chart.source}: not fetched from GitHub")]
+    url = github_archive_url(chart.git_repository, chart.revision)
+    try:
+        status = head_status(url)
+    except (URLError, OSError) as error:
+        return [Check("chart-source", WARN, f"could not reach {url}: {error}")]
+    if status in (200, 302):
+        return [Check("chart-source", PASS, f"{url} answers {status}")]
+    if status == 404:
+        return [Check("chart-source", FAIL, f"commit {chart.revision} not found in {chart.git_repository} ({url})")]
+    return [Check("chart-source", WARN, f"{url} answers HTTP {status}")]
 
 
 # --- Availability Zone IDs -------------------------------------------------------------------------
@@ -392,6 +452,8 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += check_admin_access(cfg)
     checks += _guard("identity-center", lambda: check_identity_center(cfg, clients))
     checks += _guard("leftovers", lambda: check_leftovers(cfg, clients))
+    checks += _guard("addon-versions", lambda: check_addon_versions(cfg, clients))
+    checks += check_chart_source(cfg)
     for suffix, resource_type in REPLACEMENT_CHECKS:
         if suffix == "storage" and not cfg.storage.fsx_lustre.enabled:
             continue  # no storage stack in the synth

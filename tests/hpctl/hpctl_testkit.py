@@ -12,7 +12,7 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 
-from hpctl import cli
+from hpctl import cli, preflight
 from hpctl.aws import Clients
 
 REGION = "us-west-2"
@@ -35,6 +35,11 @@ def fake_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-credentials"))
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kube" / "config"))
+
+    def no_network(request: Any, timeout: float) -> None:
+        raise AssertionError(f"a test reached for the network: {request.full_url}")
+
+    monkeypatch.setattr(preflight, "urlopen", no_network)
 
 
 def config_data(**hyperpod_overrides: Any) -> dict[str, Any]:

@@ -369,6 +369,85 @@ def test_a_file_system_subnet_change_fails(tmp_path: Path) -> None:
 # --- preflight end to end -------------------------------------------------------------------------
 
 
+def _addon_page(name: str, versions: list[str], k8s: str = "1.33") -> dict:
+    """A DescribeAddonVersions page in botocore's eks model shape."""
+    return {"addons": [{
+        "addonName": name,
+        "addonVersions": [
+            {"addonVersion": v, "compatibilities": [{"clusterVersion": k8s, "defaultVersion": False}]}
+            for v in versions
+        ],
+    }]}
+
+
+def test_addon_versions_follow_pages_and_name_the_missing_version() -> None:
+    eks, stub = stubbed("eks")
+    wanted = {"addonName": "vpc-cni", "kubernetesVersion": "1.33"}
+    stub.add_response(
+        "describe_addon_versions", {**_addon_page("vpc-cni", ["v1.19.0-eksbuild.1"]), "nextToken": "n"}, wanted
+    )
+    stub.add_response(
+        "describe_addon_versions", _addon_page("vpc-cni", ["v1.20.4-eksbuild.2"]), {**wanted, "nextToken": "n"}
+    )
+    stub.add_response("describe_addon_versions", _addon_page("vpc-cni", ["v1.19.0-eksbuild.1"]), wanted)
+    clients = Clients(REGION, preset={"eks": eks})
+    [check] = pf.check_addon_versions(_cfg(), clients)
+    assert check.verdict == "pass" and "vpc-cni v1.20.4-eksbuild.2" in check.reason
+    [check] = pf.check_addon_versions(_cfg(), clients)
+    assert check.verdict == "fail"
+    assert check.reason == "not offered for Kubernetes 1.33: vpc-cni v1.20.4-eksbuild.2"
+    stub.assert_no_pending_responses()
+
+
+def test_no_pinned_addon_asks_nothing() -> None:
+    data = config_data()
+    data.setdefault("eks", {})["addon_versions"] = {}
+    [check] = pf.check_addon_versions(parse_config(data), lambda service: pytest.fail(service))
+    assert check.verdict == "pass"
+
+
+def _head(monkeypatch: pytest.MonkeyPatch, outcome: int | Exception) -> list[str]:
+    urls: list[str] = []
+
+    def head(url: str) -> int:
+        urls.append(url)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(pf, "head_status", head)
+    return urls
+
+
+@pytest.mark.parametrize(
+    ("outcome", "verdict"),
+    [(200, "pass"), (302, "pass"), (404, "fail"), (500, "warn"), (pf.URLError("no route"), "warn")],
+)
+def test_chart_source_verdicts(monkeypatch: pytest.MonkeyPatch, outcome: object, verdict: str) -> None:
+    urls = _head(monkeypatch, outcome)  # type: ignore[arg-type]
+    cfg = _cfg()
+    [check] = pf.check_chart_source(cfg)
+    chart = cfg.hyperpod.dependencies_chart
+    assert urls == [f"https://github.com/aws/sagemaker-hyperpod-cli/archive/{chart.revision}.tar.gz"]
+    assert check.verdict == verdict
+    if verdict == "fail":
+        assert chart.revision in check.reason
+
+
+def test_chart_source_not_fetched_for_oci(monkeypatch: pytest.MonkeyPatch) -> None:
+    urls = _head(monkeypatch, 404)
+    data = config_data()
+    data["hyperpod"]["dependencies_chart"] = {"source": "oci", "oci_uri": "oci://example.com/charts/hp",
+                                              "version": "1.0.0"}
+    [check] = pf.check_chart_source(parse_config(data))
+    assert check.verdict == "pass" and "not fetched from GitHub" in check.reason and urls == []
+
+
+@pytest.fixture
+def github_ok(monkeypatch: pytest.MonkeyPatch) -> None:
+    _head(monkeypatch, 302)
+
+
 def _stubs(quota: float, instances: list) -> dict:
     sq, sq_stub = stubbed("service-quotas")
     sq_stub.add_response(
@@ -379,11 +458,15 @@ def _stubs(quota: float, instances: list) -> dict:
     cf, cf_stub = stubbed("cloudformation")
     for stack in ("hp-eks", "hp-hyperpod"):
         cf_stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
-    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf}
+    eks, eks_stub = stubbed("eks")
+    eks_stub.add_response("describe_addon_versions", _addon_page("vpc-cni", ["v1.20.4-eksbuild.2"]))
+    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf, "eks": eks}
 
 
 @mock_aws
-def test_preflight_all_pass_exits_0(run, config_file: Path, tmp_path: Path) -> None:
+def test_preflight_all_pass_exits_0(
+    run, config_file: Path, tmp_path: Path, github_ok: None
+) -> None:
     clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1", "Status": "ACTIVE"}])
     code, out, _ = run("preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients)
     assert code == 0, out
@@ -391,7 +474,9 @@ def test_preflight_all_pass_exits_0(run, config_file: Path, tmp_path: Path) -> N
 
 
 @mock_aws
-def test_preflight_a_failed_check_exits_1_and_json_parses(run, config_file: Path, tmp_path: Path) -> None:
+def test_preflight_a_failed_check_exits_1_and_json_parses(
+    run, config_file: Path, tmp_path: Path, github_ok: None
+) -> None:
     clients = _stubs(1.0, [])
     code, data = run.json(
         "preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients
@@ -405,13 +490,17 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(run, config_file: Path
         "admin-access": "pass",
         "identity-center": "fail",
         "leftovers": "pass",
+        "addon-versions": "pass",
+        "chart-source": "pass",
         "no-replace hp-eks": "pass",
         "no-replace hp-hyperpod": "pass",
     }
 
 
 @mock_aws
-def test_preflight_access_denied_on_one_api_is_a_warning(run, config_file: Path, tmp_path: Path) -> None:
+def test_preflight_access_denied_on_one_api_is_a_warning(
+    run, config_file: Path, tmp_path: Path, github_ok: None
+) -> None:
     clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1"}])
     sq, stub = stubbed("service-quotas")
     stub.add_client_error(

@@ -11,7 +11,7 @@ import yaml
 from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, config_data, moto_cluster, stubbed
 from moto import mock_aws
 
-from hpctl import cli
+from hpctl import cli, preflight
 from hpctl.target import parse_duration, resolve
 
 BASE = ("--cluster", CLUSTER, "--region", REGION)
@@ -64,11 +64,16 @@ def _preflight_clients(eks_template: str) -> dict:
     sso_stub.add_response("list_instances", {"Instances": []})
     cf, cf_stub = stubbed("cloudformation")
     cf_stub.add_response("get_template", {"TemplateBody": eks_template})
-    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf}
+    eks, eks_stub = stubbed("eks")
+    eks_stub.add_response("describe_addon_versions", {"addons": []})
+    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf, "eks": eks}
 
 
 @mock_aws
-def test_preflight_with_a_truncated_synthesized_template_is_one_line(run, config_file: Path, tmp_path: Path) -> None:
+def test_preflight_with_a_truncated_synthesized_template_is_one_line(
+    run, config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(preflight, "head_status", lambda url: 200)
     (tmp_path / "hp-eks.template.json").write_text('{"Resources": {"Cluster": ')
     clients = _preflight_clients(json.dumps({"Resources": {}}))
     code, _, err = run("preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients)
