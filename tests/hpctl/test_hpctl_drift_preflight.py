@@ -391,18 +391,19 @@ def test_addon_versions_follow_pages_and_name_the_missing_version() -> None:
     )
     stub.add_response("describe_addon_versions", _addon_page("vpc-cni", ["v1.19.0-eksbuild.1"]), wanted)
     clients = Clients(REGION, preset={"eks": eks})
-    [check] = pf.check_addon_versions(_cfg(), clients)
+    data = config_data()
+    data["eks"]["addon_versions"] = {"vpc-cni": "v1.20.4-eksbuild.2"}
+    cfg = parse_config(data)
+    [check] = pf.check_addon_versions(cfg, clients)
     assert check.verdict == "pass" and "vpc-cni v1.20.4-eksbuild.2" in check.reason
-    [check] = pf.check_addon_versions(_cfg(), clients)
+    [check] = pf.check_addon_versions(cfg, clients)
     assert check.verdict == "fail"
     assert check.reason == "not offered for Kubernetes 1.33: vpc-cni v1.20.4-eksbuild.2"
     stub.assert_no_pending_responses()
 
 
 def test_no_pinned_addon_asks_nothing() -> None:
-    data = config_data()
-    data.setdefault("eks", {})["addon_versions"] = {}
-    [check] = pf.check_addon_versions(parse_config(data), lambda service: pytest.fail(service))
+    [check] = pf.check_addon_versions(_cfg(), lambda service: pytest.fail(service))
     assert check.verdict == "pass"
 
 
@@ -458,9 +459,7 @@ def _stubs(quota: float, instances: list) -> dict:
     cf, cf_stub = stubbed("cloudformation")
     for stack in ("hp-eks", "hp-hyperpod"):
         cf_stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
-    eks, eks_stub = stubbed("eks")
-    eks_stub.add_response("describe_addon_versions", _addon_page("vpc-cni", ["v1.20.4-eksbuild.2"]))
-    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf, "eks": eks}
+    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf}
 
 
 @mock_aws

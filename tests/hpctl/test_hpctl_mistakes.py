@@ -64,9 +64,7 @@ def _preflight_clients(eks_template: str) -> dict:
     sso_stub.add_response("list_instances", {"Instances": []})
     cf, cf_stub = stubbed("cloudformation")
     cf_stub.add_response("get_template", {"TemplateBody": eks_template})
-    eks, eks_stub = stubbed("eks")
-    eks_stub.add_response("describe_addon_versions", {"addons": []})
-    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf, "eks": eks}
+    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf}
 
 
 @mock_aws
