@@ -563,7 +563,7 @@ class HyperPodConfig(_Strict):
 
 
 class _MetricFamily(_Strict):
-    # Every AWS setup read sends 30 s; the add-on's own schema bounds it (`hpctl preflight` validates against it).
+    # Every AWS setup read sends 30 s; the add-on's own schema bounds it (unverified here: not yet checked by preflight).
     scrape_interval: int = Field(default=30, ge=1)
 
 
