@@ -563,7 +563,7 @@ class HyperPodConfig(_Strict):
 
 
 class _MetricFamily(_Strict):
-    # Every AWS setup read sends 30 s; the add-on's own schema bounds it (unverified here: not yet checked by preflight).
+    # Every AWS setup read sends 30 s; the add-on's schema bounds it (unverified: preflight does not check it yet).
     scrape_interval: int = Field(default=30, ge=1)
 
 
