@@ -784,8 +784,7 @@ def apply_crds(on: OnCluster, chart_dir: Path, values_file: Path) -> None:
     render = ["template", on.release.name, str(chart_dir), "--values", str(values_file), "--include-crds"]
     result = on.helm(render)
     check(result, f"helm template {on.release.physical_id}")
-    files = [part for part in re.split(r"^---\n(?=# Source: )", result.stdout, flags=re.MULTILINE)
-             if CRD_SOURCE.match(part)]
+    files = crd_files(result.stdout)
     if not files:
         log("the chart has no crds/ directory to apply")
         return
@@ -794,6 +793,17 @@ def apply_crds(on: OnCluster, chart_dir: Path, values_file: Path) -> None:
     apply = ["apply", "--server-side", "--force-conflicts", "--field-manager", FIELD_MANAGER, "--filename", str(crds)]
     check(on.kubectl(apply), f"kubectl apply of the CRDs of {on.release.physical_id}")
     log(f"applied the CRDs of {len(files)} files of crds/ directories")
+
+
+def crd_files(rendered: str) -> list[str]:
+    """The files of crds/ directories in ``helm template --include-crds`` output, each once. helm can load a
+    file:// subchart twice, from its directory and from its packed archive (seen with a vendored chart), and
+    then renders its crds/ files twice: the first copy of each source path is kept."""
+    files: dict[str, str] = {}
+    for part in re.split(r"^---\n(?=# Source: )", rendered, flags=re.MULTILINE):
+        if match := CRD_SOURCE.match(part):
+            files.setdefault(match.group(0), part)
+    return list(files.values())
 
 
 def helm_uninstall(on: OnCluster) -> subprocess.CompletedProcess[str]:
