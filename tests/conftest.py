@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import os
 import sys
@@ -197,3 +198,59 @@ OBSERVABILITY_MINIMAL: dict[str, Any] = {
 @pytest.fixture(scope="session")
 def observability_minimal_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return synthesize_variant(tmp_path_factory, "observability-minimal", mutate(OBSERVABILITY_MINIMAL))
+
+
+# Two HyperPod subnets with the file system in the second, so "the right AZ" is not the default one;
+# every storage key away from its default so each can be traced into the template.
+FSX_CHANGES: dict[str, Any] = {
+    "network": {
+        "hyperpod_subnets": [
+            {"az_id": "usw2-az2", "cidr": "10.1.0.0/16"},
+            {"az_id": "usw2-az3", "cidr": "10.2.0.0/16"},
+        ],
+    },
+    "storage": {
+        "fsx_lustre": {
+            "enabled": True,
+            "capacity_gib": 2400,
+            "throughput_per_tib": 500,
+            "az_id": "usw2-az3",
+            "data_repository_s3_uri": "s3://example-training-data/datasets",
+            "automatic_backup_retention_days": 0,  # FSx does not back up a file system linked to S3
+            "file_system_path": "/datasets",
+            "namespace": "ml-team",
+            "pvc_name": "shared-fsx",
+            "csi_driver_version": "v1.6.0-eksbuild.1",
+        }
+    },
+}
+
+
+def fsx_config_data() -> dict[str, Any]:
+    return mutate(FSX_CHANGES)
+
+
+@pytest.fixture(scope="session")
+def fsx_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return synthesize_variant(tmp_path_factory, "fsx", fsx_config_data())
+
+
+CONSUMER_APP = ROOT / "examples" / "consumer_app" / "app.py"
+
+
+def synthesize_consumer(outdir: Path) -> tuple[dict[str, dict[str, Any]], list[Any]]:
+    """The consumer example's app, loaded from its file as its team would run it: (templates, its stacks)."""
+    spec = importlib.util.spec_from_file_location("consumer_app", CONSUMER_APP)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    app = App(context=cdk_json_context(), outdir=str(outdir))
+    stacks = module.build(app)
+    return {s.stack_name: s.template for s in app.synth().stacks}, stacks
+
+
+@pytest.fixture(scope="session")
+def consumer(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]], list[Any]]:
+    outdir = tmp_path_factory.mktemp("consumer")
+    templates, stacks = synthesize_consumer(outdir)
+    return outdir, templates, stacks

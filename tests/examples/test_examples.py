@@ -12,8 +12,7 @@ import yaml
 
 from hpctl import cli, examples
 from infra.config import cluster_instance_types, parse_config
-from tests.conftest import ROOT, default_config_data, mutate
-from tests.storage.conftest import fsx_config_data
+from tests.conftest import ROOT, default_config_data, fsx_config_data, mutate
 
 EXAMPLES_DIR = ROOT / "examples"
 NAMESPACED = {"ConfigMap", "PyTorchJob", "Deployment", "Service", "MPIJob"}

@@ -2,27 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
-import pytest
-from aws_cdk import App
-
-from tests.conftest import ROOT, cdk_json_context
-
-APP_FILE = ROOT / "examples" / "consumer_app" / "app.py"
-
-
-@pytest.fixture(scope="session")
-def consumer(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("consumer_app", APP_FILE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    outdir = tmp_path_factory.mktemp("consumer")
-    app = App(context=cdk_json_context(), outdir=str(outdir))
-    stacks = module.build(app)
-    assembly = app.synth()
-    return outdir, {s.stack_name: s.template for s in assembly.stacks}, stacks
+from tests.conftest import CONSUMER_APP as APP_FILE
 
 
 def _types(template):
