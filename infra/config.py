@@ -673,6 +673,12 @@ class ObservabilityConfig(_Strict):
     alerts: AlertsConfig = AlertsConfig()
     dashboard: bool = True
 
+    @property
+    def any_enabled(self) -> bool:
+        """Whether any observability piece is on: the one definition of when anything is built for it."""
+        return (self.container_insights or self.prometheus.enabled or self.grafana.enabled or self.alerts.enabled
+                or self.dashboard)
+
     @model_validator(mode="after")
     def _grafana_needs_prometheus(self) -> ObservabilityConfig:
         if self.grafana.enabled and not self.prometheus.enabled:

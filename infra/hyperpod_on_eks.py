@@ -126,7 +126,7 @@ class HyperPodOnEks(Construct):
         self.hyperpod = parts.cluster
         o = config.observability
         self.observability: HyperPodObservability | None = None
-        if o.container_insights or o.prometheus.enabled or o.alerts.enabled or o.dashboard:
+        if o.any_enabled:
             self.observability = HyperPodObservability(
                 self, "Observability", config=o, name=hp.cluster_name, eks_cluster_name=cluster_name,
                 eks_cluster_arn=cluster.cluster_arn, hyperpod_cluster_name=hp.cluster_name,

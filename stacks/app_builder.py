@@ -50,7 +50,7 @@ def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
     )
     hyperpod.add_stack_dependency(eks)
     observability = None
-    if _any_observability(config):
+    if config.observability.any_enabled:
         observability = ObservabilityStack(
             app, f"{config.project}-observability", config=config, env=env, termination_protection=protect,
             description="HyperPod on EKS: Container Insights, Managed Prometheus and Grafana, alerts, dashboard",
@@ -80,7 +80,3 @@ def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
     return HyperPodApp(network=network, eks=eks, hyperpod=hyperpod, observability=observability,
                        storage=storage)
 
-
-def _any_observability(config: AppConfig) -> bool:
-    o = config.observability
-    return o.container_insights or o.prometheus.enabled or o.grafana.enabled or o.alerts.enabled or o.dashboard
