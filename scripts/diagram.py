@@ -15,7 +15,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -228,8 +228,7 @@ def render(templates: dict[str, dict[str, Any]], stack_dependencies: dict[str, l
 
 def stack_dependencies(stacks: Iterable[Any]) -> dict[str, list[str]]:
     """Stack name -> names of the stacks it depends on, for CDK ``Stack`` objects or a ``HyperPodApp``."""
-    if hasattr(stacks, "__dataclass_fields__"):
-        stacks = [getattr(stacks, f.name) for f in fields(stacks)]
+    stacks = getattr(stacks, "stacks", stacks)
     return {s.stack_name: sorted(d.stack_name for d in s.dependencies) for s in stacks if s is not None}
 
 

@@ -30,7 +30,6 @@ def hyperpod_in_existing_vpc(app: App) -> Stack:
     HyperPodOnEks(
         stack, "HyperPod", config=config, vpc=vpc,
         control_plane_subnets=vpc.private_subnets, hyperpod_subnets={"usw2-az2": gpu_subnet},
-        tags={"cost-center": "ml-research"},
     )
     return stack
 

@@ -16,7 +16,7 @@ from aws_cdk import aws_kms as kms
 import infra
 from infra.config import parse_config
 from infra.errors import ConfigError
-from tests.conftest import ROOT, cdk_json_context, default_config_data
+from tests.conftest import ROOT, cdk_json_context, default_config_data, mutate
 
 
 def test_every_exported_name_resolves():
@@ -91,24 +91,34 @@ def test_existing_execution_role_and_a_boundary_in_config_conflict():
         infra.HyperPodOnEks(stack, "HP", config=parse_config(data, "x"), execution_role=role)
 
 
-def test_permissions_boundary_and_tags_reach_every_role(tmp_path):
+def test_the_configs_boundary_tags_and_storage_reach_everything_it_builds(tmp_path):
+    """Cross-cutting settings come from the config, as in the app's stacks; storage is built here too."""
     app = App(context=cdk_json_context(), outdir=str(tmp_path))
     stack = Stack(app, "Consumer")
-    boundary = iam.ManagedPolicy.from_managed_policy_arn(stack, "B", "arn:aws:iam::111122223333:policy/Boundary")
     role = iam.Role.from_role_arn(stack, "Existing", "arn:aws:iam::111122223333:role/NodeRole")
-    built = infra.HyperPodOnEks(stack, "HP", config=CONFIG, permissions_boundary=boundary, tags={"team": "ml"},
-                                execution_role=role)
+    data = mutate({"permissions_boundary_arn": "arn:aws:iam::111122223333:policy/Boundary", "tags": {"team": "ml"},
+                   "storage": {"fsx_lustre": {"enabled": True}}})
+    built = infra.HyperPodOnEks(stack, "HP", config=parse_config(data, "x"), execution_role=role)
     assert built.execution_role.role is role and built.execution_role.policy is None
+    assert built.storage is not None and built.eks_control_plane is not None
     template = app.synth().get_stack_by_name("Consumer").template
-    roles = [r for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Role"]
+    resources = template["Resources"].values()
+    roles = [r for r in resources if r["Type"] == "AWS::IAM::Role"]
     assert roles and all(
         r["Properties"].get("PermissionsBoundary") == "arn:aws:iam::111122223333:policy/Boundary" for r in roles
     )
-    (cluster,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
+    (cluster,) = [r for r in resources if r["Type"] == "AWS::SageMaker::Cluster"]
     assert {"Key": "team", "Value": "ml"} in cluster["Properties"]["Tags"]
-    functions = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    functions = [r for r in resources if r["Type"] == "AWS::Lambda::Function"]
     assert functions and all({"Key": "team", "Value": "ml"} in f["Properties"]["Tags"] for f in functions)
     assert "NodeRole" in str(cluster["Properties"]["InstanceGroups"][0]["ExecutionRole"])
+    (file_system,) = [r for r in resources if r["Type"] == "AWS::FSx::FileSystem"]
+    assert {"Key": "team", "Value": "ml"} in file_system["Properties"]["Tags"]
+    # The CSI driver's add-on waits for HyperPod nodes, as the storage stack does in the app.
+    (addon_id,) = [k for k, r in template["Resources"].items()
+                   if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "aws-fsx-csi-driver"]
+    cluster_id = next(k for k, r in template["Resources"].items() if r["Type"] == "AWS::SageMaker::Cluster")
+    assert cluster_id in template["Resources"][addon_id].get("DependsOn", [])
 
 
 def test_wheel_ships_the_runtime_files(tmp_path):

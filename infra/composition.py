@@ -1,0 +1,292 @@
+"""The one composition of the product: config mapped to construct props, and the constructs wired together.
+
+The app (``stacks/app_builder.py``, a stack per component) and ``HyperPodOnEks`` (everything in one construct)
+both call ``compose``; only ``Placement`` differs. Construct IDs are fixed here, so a component keeps its
+logical IDs whichever form builds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct, IConstruct
+
+from infra.common import data_removal_policy, retention
+from infra.config import AppConfig, eks_cluster_name
+from infra.eks import EksControlPlane
+from infra.errors import ConfigError
+from infra.helm_release import ChartSource, HelmInstaller, HelmRelease
+from infra.hyperpod.cluster import HyperPodCluster
+from infra.hyperpod.dependencies_chart import HyperPodDependenciesChart
+from infra.hyperpod.execution_role import HyperPodExecutionRole
+from infra.hyperpod.lifecycle import LIFECYCLE_PREFIX, LifecycleScripts
+from infra.network import HyperPodNetwork
+from infra.observability import HyperPodObservability
+from infra.storage import (
+    STORAGE_CHART_DIR,
+    STORAGE_RELEASE_NAME,
+    STORAGE_RELEASE_NAMESPACE,
+    FsxCsiDriver,
+    SharedFileSystem,
+)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The scope each component is built in: one stack each in the app, one construct in HyperPodOnEks."""
+
+    network: Construct
+    eks: Construct
+    hyperpod: Construct
+    observability: Construct | None = None
+    storage: Construct | None = None
+
+    @classmethod
+    def together(cls, scope: Construct) -> Placement:
+        return cls(network=scope, eks=scope, hyperpod=scope, observability=scope, storage=scope)
+
+    def scopes(self) -> list[Construct]:
+        """Each distinct scope once, in creation order."""
+        found: list[Construct] = []
+        for scope in (self.network, self.eks, self.hyperpod, self.observability, self.storage):
+            if scope is not None and not any(scope is seen for seen in found):
+                found.append(scope)
+        return found
+
+
+@dataclass(frozen=True)
+class Existing:
+    """Resources a consumer brings instead of having them created (each replaces what would be created)."""
+
+    vpc: ec2.IVpc | None = None
+    control_plane_subnets: Sequence[ec2.ISubnet] = ()
+    hyperpod_subnets: Mapping[str, ec2.ISubnet] | None = None
+    security_group: ec2.ISecurityGroup | None = None
+    eks_cluster: eks.ICluster | None = None
+    eks_cluster_security_group: ec2.ISecurityGroup | None = None
+    lifecycle_bucket: s3.IBucket | None = None
+    execution_role: iam.IRole | None = None
+    secrets_key: kms.IKey | None = None
+
+    def check(self, config: AppConfig) -> None:
+        """Refuse combinations with two answers to one question, naming the key."""
+        if self.eks_cluster is not None and self.secrets_key is not None:
+            raise ConfigError("eks", None, "secrets_key applies to a cluster created here, not to eks_cluster")
+        if self.eks_cluster is not None and self.eks_cluster_security_group is None:
+            raise ConfigError("eks", None, "eks_cluster needs eks_cluster_security_group (the chart installer "
+                              "reaches the API server through it)")
+        if self.vpc is not None and config.network.existing_vpc_id:
+            raise ConfigError("network.existing_vpc_id", config.network.existing_vpc_id,
+                              "give either an existing vpc construct or network.existing_vpc_id, not both")
+        if self.execution_role is not None and config.hyperpod.permissions_boundary_arn:
+            raise ConfigError("hyperpod.permissions_boundary_arn", config.hyperpod.permissions_boundary_arn,
+                              "applies to an execution role created here, not to execution_role")
+
+
+@dataclass(frozen=True)
+class SharedStorage:
+    """The FSx for Lustre file system, its CSI driver, and the release that puts its volume and claim on EKS."""
+
+    file_system: SharedFileSystem
+    csi_driver: FsxCsiDriver
+    installer: HelmInstaller
+    volume_release: HelmRelease
+
+
+@dataclass(frozen=True)
+class HyperPodParts:
+    """Every component built, as typed attributes a consumer can extend."""
+
+    network: HyperPodNetwork
+    eks_control_plane: EksControlPlane | None
+    eks_cluster: eks.ICluster
+    lifecycle: LifecycleScripts
+    execution_role: HyperPodExecutionRole
+    dependencies_chart: HyperPodDependenciesChart
+    hyperpod_cluster: HyperPodCluster
+    observability: HyperPodObservability | None = None
+    storage: SharedStorage | None = None
+    scopes: list[Construct] = field(default_factory=list)
+
+
+def storage_az_id(config: AppConfig) -> str:
+    """The AZ ID of the file system: the configured one, else the first HyperPod subnet's."""
+    return config.storage.fsx_lustre.az_id or config.network.hyperpod_subnets[0].az_id
+
+
+def compose(
+    config: AppConfig, placement: Placement, *, scripts_dir: Path, existing: Existing | None = None,
+) -> HyperPodParts:
+    """Build the components of ``config`` in ``placement``'s scopes, wired in creation order.
+
+    The HyperPod cluster waits for the dependencies chart and the uploaded scripts; observability and storage
+    (their add-ons need running nodes) wait for the HyperPod cluster. Tags (``project`` plus ``config.tags``)
+    and ``config.permissions_boundary_arn`` reach everything built, including the stack-level functions
+    aws-cdk-lib adds for these constructs.
+    """
+    existing = existing or Existing()
+    existing.check(config)
+    removal = data_removal_policy(config.destroy_data_on_delete)
+    log_retention = retention(config.eks.log_retention_days)
+
+    network = HyperPodNetwork(
+        placement.network, "Network",
+        config=None if existing.vpc is not None else config.network,
+        vpc=existing.vpc, control_plane_subnets=existing.control_plane_subnets,
+        hyperpod_subnets=existing.hyperpod_subnets, security_group=existing.security_group, removal_policy=removal,
+    )
+    missing = sorted({g.az_id for g in config.hyperpod.instance_groups} - set(network.hyperpod_subnets))
+    if missing:
+        raise ConfigError("hyperpod_subnets", sorted(network.hyperpod_subnets),
+                          f"no HyperPod subnet for the instance groups' AZ IDs {missing}")
+
+    control_plane: EksControlPlane | None = None
+    if existing.eks_cluster is None:
+        control_plane = EksControlPlane(
+            placement.eks, "ControlPlane", config=config.eks, cluster_name=eks_cluster_name(config),
+            vpc=network.vpc, subnets=network.control_plane_subnets, security_group=network.security_group,
+            secrets_key=existing.secrets_key, removal_policy=removal,
+        )
+        eks_cluster: eks.ICluster = control_plane.cluster  # type: ignore[assignment]  # jsii stubs: Cluster lacks an ICluster member
+        cluster_name = eks_cluster_name(config)
+        api_security_group = network.security_group
+    else:
+        assert existing.eks_cluster_security_group is not None  # Existing.check
+        eks_cluster = existing.eks_cluster
+        cluster_name = existing.eks_cluster.cluster_name
+        api_security_group = existing.eks_cluster_security_group
+
+    hp = config.hyperpod
+    scope = placement.hyperpod
+    # The file system is mounted with the Lustre client, so the lifecycle script installs it when storage is on.
+    options = hp.lifecycle.model_copy(update={"fsx_lustre_client": True}) if config.storage.fsx_lustre.enabled \
+        else hp.lifecycle
+    lifecycle = LifecycleScripts(
+        scope, "LifecycleScripts", cluster_name=hp.cluster_name, scripts_dir=scripts_dir,
+        on_create=hp.on_create_script, options=options, bucket=existing.lifecycle_bucket,
+        log_retention=log_retention, removal_policy=removal,
+    )
+    subnets = {az: subnet.subnet_id for az, subnet in network.hyperpod_subnets.items()}
+    security_groups = [network.security_group.security_group_id]
+    role = HyperPodExecutionRole(
+        scope, "ExecutionRole", eks_cluster_arn=eks_cluster.cluster_arn, vpc_id=network.vpc.vpc_id,
+        subnet_ids=list(subnets.values()), security_group_ids=security_groups,
+        lifecycle_bucket_arn=lifecycle.bucket.bucket_arn, lifecycle_prefix=LIFECYCLE_PREFIX,
+        permissions_boundary_arn=hp.permissions_boundary_arn, role=existing.execution_role,
+    )
+    chart = HyperPodDependenciesChart(
+        scope, "DependenciesChart", cluster=eks_cluster, chart=hp.dependencies_chart, vpc=network.vpc,
+        subnets=network.control_plane_subnets, cluster_security_group=api_security_group,
+        log_retention=log_retention, removal_policy=removal,
+    )
+    hyperpod_cluster = HyperPodCluster(
+        scope, "HyperPod", config=hp, eks_cluster_arn=eks_cluster.cluster_arn,
+        execution_role_arn=role.role.role_arn, subnet_ids_by_az=subnets, security_group_ids=security_groups,
+        lifecycle_s3_uri=lifecycle.source_s3_uri,
+        # HyperPod validates the execution role's permissions when it creates the cluster: the role's inline
+        # policy must exist by then, not only the role (CloudFormation creates them as separate resources).
+        depends_on=[chart.release, lifecycle.deployment, *([role.policy] if role.policy else [])],
+    )
+
+    observability = None
+    if config.observability.any_enabled and placement.observability is not None:
+        obs_scope = placement.observability
+        # In a stack of its own the EKS cluster is found by the name the config gives it, not imported from the
+        # EKS stack: its add-ons' ClusterName is create-only, and deployed stacks carry the literal name.
+        if Stack.of(obs_scope) is Stack.of(placement.eks) or existing.eks_cluster is not None:
+            cluster_arn = eks_cluster.cluster_arn
+        else:
+            cluster_arn = Stack.of(obs_scope).format_arn(service="eks", resource="cluster",
+                                                          resource_name=cluster_name)
+        observability = HyperPodObservability(
+            obs_scope, "Observability", config=config.observability, name=hp.cluster_name,
+            eks_cluster_name=cluster_name, eks_cluster_arn=cluster_arn, hyperpod_cluster_name=hp.cluster_name,
+            log_retention=log_retention, removal_policy=removal,
+        )
+        _after(observability, hyperpod_cluster)
+
+    storage = None
+    if config.storage.fsx_lustre.enabled and placement.storage is not None:
+        storage = _add_storage(placement.storage, config, network, eks_cluster, api_security_group,
+                               log_retention=log_retention, removal_policy=removal)
+        _after(storage.csi_driver, hyperpod_cluster)
+        _after(storage.volume_release, hyperpod_cluster)
+
+    scopes = placement.scopes()
+    _apply_cross_cutting(config, scopes)
+    return HyperPodParts(
+        network=network, eks_control_plane=control_plane, eks_cluster=eks_cluster, lifecycle=lifecycle,
+        execution_role=role, dependencies_chart=chart, hyperpod_cluster=hyperpod_cluster,
+        observability=observability, storage=storage, scopes=scopes,
+    )
+
+
+def _after(later: Construct, hyperpod_cluster: HyperPodCluster) -> None:
+    """``later`` needs running HyperPod nodes: in the same stack a resource dependency, across stacks the
+    app orders the stacks (``stacks/app_builder.py``)."""
+    if Stack.of(later) is Stack.of(hyperpod_cluster):
+        later.node.add_dependency(hyperpod_cluster.cfn_cluster)
+
+
+def _add_storage(
+    scope: Construct, config: AppConfig, network: HyperPodNetwork, eks_cluster: eks.ICluster,
+    api_security_group: ec2.ISecurityGroup, *, log_retention: logs.RetentionDays, removal_policy: RemovalPolicy,
+) -> SharedStorage:
+    fsx = config.storage.fsx_lustre
+    file_system = SharedFileSystem(
+        scope, "SharedFileSystem", config=fsx, subnet=network.hyperpod_subnets[storage_az_id(config)],
+        security_group=network.security_group,
+    )
+    csi_driver = FsxCsiDriver(scope, "FsxCsiDriver", cluster=eks_cluster, file_system_arn=file_system.file_system_arn,
+                              addon_version=fsx.csi_driver_version)
+    installer = HelmInstaller(
+        scope, "ChartInstaller", cluster=eks_cluster, vpc=network.vpc, subnets=network.control_plane_subnets,
+        cluster_security_group=api_security_group, purpose="shared storage chart installer",
+        installs="the shared storage Helm chart", log_retention=log_retention,
+        removal_policy=removal_policy,
+    )
+    release = HelmRelease(
+        scope, "SharedStorageRelease", installer=installer, release_name=STORAGE_RELEASE_NAME,
+        namespace=STORAGE_RELEASE_NAMESPACE, chart=ChartSource.local(scope, "StorageChart", STORAGE_CHART_DIR),
+        values=file_system.volume_values(),
+    )
+    # Pods mount through the driver; the claim is installed once the driver is there.
+    release.node.add_dependency(csi_driver.addon)
+    if file_system.data_repository is not None:
+        release.node.add_dependency(file_system.data_repository)
+    CfnOutput(scope, "PersistentVolumeClaim", value=f"{fsx.namespace}/{fsx.pvc_name}",
+              description="namespace/name of the claim that mounts the shared file system")
+    return SharedStorage(file_system=file_system, csi_driver=csi_driver, installer=installer, volume_release=release)
+
+
+def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct]) -> None:
+    for scope in scopes:
+        reached = _with_stack_singletons(scope)
+        if config.permissions_boundary_arn:
+            boundary = iam.ManagedPolicy.from_managed_policy_arn(scope, "PermissionsBoundary",
+                                                                 config.permissions_boundary_arn)
+            for construct in reached:
+                iam.PermissionsBoundary.of(construct).apply(boundary)
+        for construct in reached:
+            for key, value in {"project": config.project, **config.tags}.items():
+                Tags.of(construct).add(key, value)
+
+
+# aws-cdk-lib puts the functions of BucketDeployment and AwsCustomResource at stack level, outside the
+# construct that asked for them; a construct that is not a stack reaches them here.
+_STACK_SINGLETON_PREFIXES = ("Custom::CDKBucketDeployment", "AWS679f53fac002430cb0da5b7982bd2287")
+
+
+def _with_stack_singletons(scope: Construct) -> list[IConstruct]:
+    if isinstance(scope, Stack):
+        return [scope]
+    return [scope, *(c for c in Stack.of(scope).node.children if c.node.id.startswith(_STACK_SINGLETON_PREFIXES))]
