@@ -144,19 +144,22 @@ def compose(
         vpc=existing.vpc, control_plane_subnets=existing.control_plane_subnets,
         hyperpod_subnets=existing.hyperpod_subnets, security_group=existing.security_group, removal_policy=removal,
     )
-    missing = sorted({g.az_id for g in config.hyperpod.instance_groups} - set(network.hyperpod_subnets))
-    if missing:
-        raise ConfigError("hyperpod_subnets", sorted(network.hyperpod_subnets),
-                          f"no HyperPod subnet for the instance groups' AZ IDs {missing}")
 
     control_plane: EksControlPlane | None = None
     if existing.eks_cluster is None:
+        e = config.eks
         control_plane = EksControlPlane(
-            placement.eks, "ControlPlane", config=config.eks, cluster_name=eks_cluster_name(config),
-            vpc=network.vpc, subnets=network.control_plane_subnets, security_group=network.security_group,
+            placement.eks, "ControlPlane", cluster_name=eks_cluster_name(config), vpc=network.vpc,
+            subnets=network.control_plane_subnets, security_group=network.security_group,
+            kubernetes_version=e.version,
+            endpoint_access=eks.EndpointAccess.PRIVATE if e.endpoint == "private"
+            else eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*[str(c) for c in e.public_access_cidrs]),
+            authentication_mode=e.authentication_mode, admin_principal_arns=e.admin_principal_arns,
+            namespace_admins={grant.principal_arn: grant.namespaces for grant in e.namespace_admins},
+            addon_versions={str(k): v for k, v in e.addon_versions.items()}, log_retention=log_retention,
             secrets_key=existing.secrets_key, removal_policy=removal,
         )
-        eks_cluster: eks.ICluster = control_plane.cluster  # type: ignore[assignment]  # jsii stubs: Cluster lacks an ICluster member
+        eks_cluster: eks.ICluster = control_plane.eks_cluster  # type: ignore[assignment]  # jsii stubs: Cluster lacks an ICluster member
         cluster_name = eks_cluster_name(config)
         api_security_group = network.security_group
     else:
@@ -189,7 +192,9 @@ def compose(
         log_retention=log_retention, removal_policy=removal,
     )
     hyperpod_cluster = HyperPodCluster(
-        scope, "HyperPod", config=hp, eks_cluster_arn=eks_cluster.cluster_arn,
+        scope, "HyperPod", cluster_name=hp.cluster_name, instance_groups=hp.instance_groups,
+        on_create_script=hp.on_create_script, node_recovery=hp.node_recovery,
+        node_provisioning_mode=hp.node_provisioning_mode, eks_cluster_arn=eks_cluster.cluster_arn,
         execution_role_arn=role.role.role_arn, subnet_ids_by_az=subnets, security_group_ids=security_groups,
         lifecycle_s3_uri=lifecycle.source_s3_uri,
         # HyperPod validates the execution role's permissions when it creates the cluster: the role's inline

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from aws_cdk import CfnOutput, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -12,8 +13,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.common import acknowledge, retention
-from infra.config import EksConfig
+from infra.common import acknowledge
+from infra.errors import ConfigError
 from infra.names import eks_control_plane_log_group
 
 # Add-ons the control plane needs before HyperPod nodes join. HyperPod supports only the VPC CNI.
@@ -28,17 +29,34 @@ ALL_LOG_TYPES = [
 ]
 
 
+# eks.Cluster props the construct sets itself and an override may not change (``cluster_overrides``): the
+# HyperPod integration depends on them.
+INVARIANT_CLUSTER_PROPS = {
+    "default_capacity": "HyperPod brings the workers: no default capacity",
+    "default_capacity_type": "HyperPod brings the workers: no default node group or Auto Mode",
+    "bootstrap_self_managed_addons": "the managed add-ons own the VPC CNI, which HyperPod needs",
+    "cluster_name": "give cluster_name",
+    "version": "give kubernetes_version",
+    "vpc": "give vpc",
+    "vpc_subnets": "give subnets",
+    "security_group": "give security_group",
+    "secrets_encryption_key": "give secrets_key",
+    "endpoint_access": "give endpoint_access",
+}
+
+
 class EksControlPlane(Construct):
     """An Amazon EKS cluster ready to orchestrate a SageMaker HyperPod cluster.
 
-    Defaults (from ``EksConfig``): private endpoint, authentication mode API, all five control-plane
-    log types kept ``log_retention_days`` in ``/aws/eks/<name>/cluster``, secrets encrypted with a new
-    customer-managed KMS key (rotation on), no default capacity and no Auto Mode (HyperPod brings the
-    workers and needs the VPC CNI), the add-ons of ``CORE_ADDONS`` as EKS managed add-ons (kept on the
-    cluster when the add-on resource is deleted), and an access entry with cluster-admin access for
-    each of ``admin_principal_arns``. The cluster creator gets no implicit admin access.
+    Defaults: private endpoint, authentication mode API, all five control-plane log types kept
+    ``log_retention`` in ``/aws/eks/<name>/cluster``, secrets encrypted with a new customer-managed KMS key
+    (rotation on), the add-ons of ``CORE_ADDONS`` as EKS managed add-ons at EKS's default versions (kept on the
+    cluster when the add-on resource is deleted), and an access entry with cluster-admin access for each of
+    ``admin_principal_arns``. The cluster creator gets no implicit admin access.
 
-    Invariants: ``bootstrap_self_managed_addons`` is off so that the managed add-ons own the CNI.
+    ``cluster_overrides``: further ``eks.Cluster`` props (e.g. ``tags``, ``kubectl_provider_options``), applied
+    over the defaults; the props in ``INVARIANT_CLUSTER_PROPS`` (no default capacity, no self-managed add-on
+    bootstrap, and those given as props here) are refused there with the reason.
     """
 
     def __init__(
@@ -46,15 +64,26 @@ class EksControlPlane(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: EksConfig,
         cluster_name: str,
         vpc: ec2.IVpc,
         subnets: Sequence[ec2.ISubnet],
         security_group: ec2.ISecurityGroup,
+        kubernetes_version: str,
+        endpoint_access: eks.EndpointAccess | None = None,
+        authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = "API",
+        admin_principal_arns: Sequence[str] = (),
+        namespace_admins: Mapping[str, Sequence[str]] | None = None,
+        addon_versions: Mapping[str, str] | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         secrets_key: kms.IKey | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        cluster_overrides: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        refused = sorted(set(cluster_overrides or {}) & set(INVARIANT_CLUSTER_PROPS))
+        if refused:
+            raise ConfigError(f"cluster_overrides.{refused[0]}", (cluster_overrides or {})[refused[0]],
+                              INVARIANT_CLUSTER_PROPS[refused[0]])
         self.cluster_name = cluster_name
         self.secrets_key = secrets_key or kms.Key(
             self,
@@ -68,57 +97,52 @@ class EksControlPlane(Construct):
             self,
             "ControlPlaneLogs",
             log_group_name=eks_control_plane_log_group(cluster_name),
-            retention=retention(config.log_retention_days),
+            retention=log_retention,
             removal_policy=removal_policy,
         )
-        endpoint = (
-            eks.EndpointAccess.PRIVATE
-            if config.endpoint == "private"
-            else eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*[str(c) for c in config.public_access_cidrs])
-        )
-        self.cluster = eks.Cluster(
-            self,
-            "Cluster",
-            cluster_name=cluster_name,
-            version=eks.KubernetesVersion.of(config.version),
-            vpc=vpc,
-            vpc_subnets=[ec2.SubnetSelection(subnets=list(subnets))],
-            security_group=security_group,
-            endpoint_access=endpoint,
-            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
-            default_capacity=0,
-            bootstrap_self_managed_addons=False,
-            bootstrap_cluster_creator_admin_permissions=False,
-            secrets_encryption_key=self.secrets_key,
-            cluster_logging=ALL_LOG_TYPES,
-            output_config_command=False,
-        )
-        self.cluster.node.add_dependency(self.log_group)
+        props: dict[str, Any] = {
+            "cluster_logging": ALL_LOG_TYPES,
+            "output_config_command": False,
+            "bootstrap_cluster_creator_admin_permissions": False,
+            **(cluster_overrides or {}),
+            "cluster_name": cluster_name,
+            "version": eks.KubernetesVersion.of(kubernetes_version),
+            "vpc": vpc,
+            "vpc_subnets": [ec2.SubnetSelection(subnets=list(subnets))],
+            "security_group": security_group,
+            "endpoint_access": endpoint_access or eks.EndpointAccess.PRIVATE,
+            "default_capacity_type": eks.DefaultCapacityType.NODEGROUP,
+            "default_capacity": 0,
+            "bootstrap_self_managed_addons": False,
+            "secrets_encryption_key": self.secrets_key,
+        }
+        self.eks_cluster = eks.Cluster(self, "Cluster", **props)
+        self.eks_cluster.node.add_dependency(self.log_group)
         acknowledge(
-            self.cluster.role,
+            self.eks_cluster.role,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",
             "The EKS service role must carry AmazonEKSClusterPolicy; EKS documents no scoped equivalent.",
         )
         acknowledge(
-            self.cluster,
+            self.eks_cluster,
             "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
             "HyperPodNetwork tags the subnets it creates with the ELB role tags; an existing VPC's owner tags "
             "its own subnets.",
             pack="Annotation",
         )
-        self.cfn_cluster: eks.CfnCluster = self.cluster.node.default_child  # type: ignore[assignment]
-        if config.authentication_mode != "API":
+        self.cfn_cluster: eks.CfnCluster = self.eks_cluster.node.default_child  # type: ignore[assignment]
+        if authentication_mode != "API":
             # eks_v2 always writes API; the L1 escape hatch is the documented way to change it.
-            self.cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", config.authentication_mode)
+            self.cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", authentication_mode)
 
         self.addons: dict[str, eks.Addon] = {}
         for name in CORE_ADDONS:
             self.addons[name] = eks.Addon(
                 self,
                 f"Addon-{name}",
-                cluster=self.cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
+                cluster=self.eks_cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
                 addon_name=name,
-                addon_version=config.addon_versions.get(name),  # type: ignore[call-overload]
+                addon_version=(addon_versions or {}).get(name),
                 preserve_on_delete=True,
             )
 
@@ -126,37 +150,37 @@ class EksControlPlane(Construct):
         admin = eks.AccessPolicy.from_access_policy_name(
             "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
         )
-        for principal in config.admin_principal_arns:
+        for principal in admin_principal_arns:
             # The ID follows the principal, not its list position, so reordering replaces nothing.
             digest = hashlib.sha256(principal.encode()).hexdigest()[:10]
             self.admin_access_entries.append(
                 eks.AccessEntry(
                     self,
                     f"Admin-{digest}",
-                    cluster=self.cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
+                    cluster=self.eks_cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
                     principal=principal,
                     access_policies=[admin],
                 )
             )
 
         self.namespace_access_entries: list[eks.AccessEntry] = []
-        for grant in config.namespace_admins:
-            digest = hashlib.sha256(grant.principal_arn.encode()).hexdigest()[:10]
+        for principal, namespaces in (namespace_admins or {}).items():
+            digest = hashlib.sha256(principal.encode()).hexdigest()[:10]
             self.namespace_access_entries.append(eks.AccessEntry(
                 self, f"NamespaceAdmin-{digest}",
-                cluster=self.cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
-                principal=grant.principal_arn,
+                cluster=self.eks_cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
+                principal=principal,
                 access_policies=[eks.AccessPolicy.from_access_policy_name(
                     "AmazonEKSAdminPolicy", access_scope_type=eks.AccessScopeType.NAMESPACE,
-                    namespaces=list(grant.namespaces))],
+                    namespaces=list(namespaces))],
             ))
 
         region = Stack.of(self).region
-        CfnOutput(self, "ClusterName", value=self.cluster.cluster_name, description="EKS cluster name")
-        CfnOutput(self, "ClusterArn", value=self.cluster.cluster_arn, description="EKS cluster ARN")
+        CfnOutput(self, "ClusterName", value=self.eks_cluster.cluster_name, description="EKS cluster name")
+        CfnOutput(self, "ClusterArn", value=self.eks_cluster.cluster_arn, description="EKS cluster ARN")
         CfnOutput(
             self,
             "UpdateKubeconfigCommand",
-            value=f"aws eks update-kubeconfig --name {self.cluster.cluster_name} --region {region}",
+            value=f"aws eks update-kubeconfig --name {self.eks_cluster.cluster_name} --region {region}",
             description="Adds this cluster to your kubeconfig (your principal needs an access entry)",
         )

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from aws_cdk import CfnOutput, Fn
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IDependable
 
-from infra.config import HyperPodConfig, InstanceGroupConfig
+from infra.config import InstanceGroupConfig
+from infra.errors import ConfigError
 
 
 class HyperPodCluster(Construct):
     """A SageMaker HyperPod cluster orchestrated by an EKS cluster.
 
-    Every configured instance group becomes a ``ClusterInstanceGroup`` with its type, count, threads per
+    ``instance_groups`` are ``InstanceGroupConfig`` values: the validated group struct the config file uses
+    too (build one in code with keyword arguments), so the group fields and their checks exist once.
+    Every instance group becomes a ``ClusterInstanceGroup`` with its type, count, threads per
     core, one EBS volume (mounted at /opt/sagemaker), deep health checks, optional training plan, and
     Kubernetes labels and taints. ``VpcConfig`` lists the HyperPod subnets and the EFA security group; when
     there is more than one HyperPod subnet each group is pinned to its AZ's subnet with
     ``OverrideVpcConfig``. Node recovery (Automatic by default) and node provisioning mode (Continuous by
-    default) come from config. ``depends_on`` (the dependencies chart, the uploaded lifecycle scripts) is
+    default) are props. ``depends_on`` (the dependencies chart, the uploaded lifecycle scripts) is
     made an explicit dependency of the cluster.
 
     The construct ID of the L1 resource never changes with config, and neither do create-only
@@ -31,45 +35,54 @@ class HyperPodCluster(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: HyperPodConfig,
+        cluster_name: str,
+        instance_groups: Sequence[InstanceGroupConfig],
         eks_cluster_arn: str,
         execution_role_arn: str,
         subnet_ids_by_az: Mapping[str, str],
         security_group_ids: Sequence[str],
         lifecycle_s3_uri: str,
+        on_create_script: str = "on_create.sh",
+        node_recovery: Literal["Automatic", "None"] = "Automatic",
+        node_provisioning_mode: Literal["Continuous"] | None = "Continuous",
         depends_on: Sequence[IDependable] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        self.config = config
+        if not instance_groups:
+            raise ConfigError("instance_groups", [], "a HyperPod cluster needs at least one instance group")
+        missing = sorted({g.az_id for g in instance_groups} - set(subnet_ids_by_az))
+        if missing:
+            raise ConfigError("subnet_ids_by_az", sorted(subnet_ids_by_az),
+                              f"no HyperPod subnet for the instance groups' AZ IDs {missing}")
         pin_groups = len(subnet_ids_by_az) > 1
         self.cfn_cluster = sagemaker.CfnCluster(
             self,
             "Cluster",
-            cluster_name=config.cluster_name,
+            cluster_name=cluster_name,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster_arn)
             ),
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=list(security_group_ids), subnets=list(subnet_ids_by_az.values())
             ),
-            node_recovery=config.node_recovery,
-            node_provisioning_mode=config.node_provisioning_mode,
+            node_recovery=node_recovery,
+            node_provisioning_mode=node_provisioning_mode,
             instance_groups=[
-                self._group(group, execution_role_arn, lifecycle_s3_uri, config.on_create_script,
+                self._group(group, execution_role_arn, lifecycle_s3_uri, on_create_script,
                             subnet_ids_by_az[group.az_id] if pin_groups else None, security_group_ids)
-                for group in config.instance_groups
+                for group in instance_groups
             ],
         )
         for dependency in depends_on:
             self.cfn_cluster.node.add_dependency(dependency)
 
         self.cluster_arn = self.cfn_cluster.attr_cluster_arn
-        self.cluster_name = config.cluster_name
+        self.cluster_name = cluster_name
         # The cluster id is the last segment of the ARN: arn:...:cluster/<id>.
         self.cluster_id = Fn.select(1, Fn.split("/", self.cluster_arn))
-        self.lifecycle_log_group = Fn.join("", ["/aws/sagemaker/Clusters/", config.cluster_name, "/",
+        self.lifecycle_log_group = Fn.join("", ["/aws/sagemaker/Clusters/", cluster_name, "/",
                                                 self.cluster_id])
-        CfnOutput(self, "ClusterNameOutput", value=config.cluster_name, description="HyperPod cluster name")
+        CfnOutput(self, "ClusterNameOutput", value=cluster_name, description="HyperPod cluster name")
         CfnOutput(self, "ClusterArnOutput", value=self.cluster_arn, description="HyperPod cluster ARN")
         CfnOutput(self, "ClusterIdOutput", value=self.cluster_id, description="HyperPod cluster id")
         CfnOutput(self, "LifecycleLogGroup", value=self.lifecycle_log_group,

@@ -12,6 +12,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk.assertions import Template
 
 import infra
 from infra.config import parse_config
@@ -150,3 +151,45 @@ def test_an_existing_vpc_and_a_vpc_id_in_config_conflict():
     with pytest.raises(ConfigError, match="network.existing_vpc_id: give either"):
         infra.HyperPodOnEks(stack, "HP", config=parse_config(data, "x"), vpc=vpc,
                             control_plane_subnets=vpc.private_subnets, hyperpod_subnets=subnets)
+
+
+def test_eks_control_plane_takes_typed_props_and_l2_overrides_but_keeps_its_invariants():
+    stack = _stack()
+    vpc, _ = _vpc(stack)
+    sg = ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-0123456789abcdef0")
+    common = {"cluster_name": "team-eks", "vpc": vpc, "subnets": vpc.private_subnets, "security_group": sg,
+              "kubernetes_version": "1.33"}
+    with pytest.raises(ConfigError, match=r"cluster_overrides.default_capacity: HyperPod brings the workers"):
+        infra.EksControlPlane(stack, "Refused", **common, cluster_overrides={"default_capacity": 2})
+    plane = infra.EksControlPlane(
+        stack, "ControlPlane", **common, admin_principal_arns=["arn:aws:iam::111122223333:role/Admin"],
+        namespace_admins={"arn:aws:iam::111122223333:role/Scientist": ["training"]},
+        cluster_overrides={"tags": {"team": "ml"}},
+    )
+    (props,) = [r["Properties"] for r in Template.from_stack(stack).find_resources("AWS::EKS::Cluster").values()]
+    assert props["Name"] == "team-eks" and props["Version"] == "1.33"
+    assert {"Key": "team", "Value": "ml"} in props["Tags"]
+    assert props["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
+    assert props["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
+    assert props["BootstrapSelfManagedAddons"] is False
+    assert len(plane.admin_access_entries) == 1 and len(plane.namespace_access_entries) == 1
+
+
+def test_hyperpod_cluster_takes_instance_groups_as_validated_structs():
+    stack = _stack()
+    group = infra.InstanceGroupConfig(name="gpu", instance_type="ml.g5.12xlarge", instance_count=2, az_id="usw2-az2")
+    common = {"cluster_name": "team-ml", "eks_cluster_arn": "arn:aws:eks:us-west-2:111122223333:cluster/e",
+              "execution_role_arn": "arn:aws:iam::111122223333:role/Exec",
+              "security_group_ids": ["sg-0123456789abcdef0"], "lifecycle_s3_uri": "s3://sagemaker-x/lifecycle/"}
+    subnet, other = {"usw2-az2": "subnet-03333333333333333"}, {"usw2-az3": "subnet-04444444444444444"}
+    with pytest.raises(ConfigError, match=r"no HyperPod subnet for the instance groups' AZ IDs \['usw2-az2'\]"):
+        infra.HyperPodCluster(stack, "Missing", instance_groups=[group], subnet_ids_by_az=other, **common)
+    with pytest.raises(ConfigError, match="instance_groups: a HyperPod cluster needs at least one instance group"):
+        infra.HyperPodCluster(stack, "Empty", instance_groups=[], subnet_ids_by_az=subnet, **common)
+    infra.HyperPodCluster(stack, "HyperPod", instance_groups=[group], node_recovery="None", subnet_ids_by_az=subnet,
+                          **common)
+    (resource,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster").values()
+    assert resource["Properties"]["NodeRecovery"] == "None"
+    (only,) = resource["Properties"]["InstanceGroups"]
+    assert only["InstanceGroupName"] == "gpu" and only["InstanceCount"] == 2 and only["ThreadsPerCore"] == 1
+    assert only["LifeCycleConfig"] == {"SourceS3Uri": "s3://sagemaker-x/lifecycle/", "OnCreate": "on_create.sh"}
