@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Acknowledgment, RemovalPolicy, Stack, Validations
+from aws_cdk import Acknowledgment, ArnFormat, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_logs as logs
 from constructs import IConstruct
 
@@ -19,6 +19,13 @@ def retention(days: int) -> logs.RetentionDays:
 def data_removal_policy(destroy_data_on_delete: bool) -> RemovalPolicy:
     """Data-bearing resources (buckets, log groups, keys) are retained unless the config opts out."""
     return RemovalPolicy.DESTROY if destroy_data_on_delete else RemovalPolicy.RETAIN
+
+
+def log_group_arn(scope: IConstruct, name: str) -> str:
+    """The ARN of the log group (or group pattern) ``name`` in ``scope``'s stack: ``...:log-group:<name>``;
+    ``name`` may end in ``:log-stream:*`` for the streams of the groups."""
+    return Stack.of(scope).format_arn(service="logs", resource="log-group", resource_name=name,
+                                      arn_format=ArnFormat.COLON_RESOURCE_NAME)
 
 
 def nag_name(scope: IConstruct, value: str) -> str:

@@ -21,7 +21,7 @@ from aws_cdk import custom_resources as cr
 from aws_cdk.interfaces import aws_events as events_refs
 from constructs import Construct
 
-from infra.common import acknowledge, nag_name, retention
+from infra.common import acknowledge, log_group_arn, nag_name, retention
 from infra.config import AlertsConfig, GrafanaConfig, ObservabilityConfig, PrometheusConfig
 from infra.grafana_content import GrafanaContent
 from infra.names import cluster_log_groups, container_insights_log_groups
@@ -32,10 +32,6 @@ HYPERPOD_OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 HYPERPOD_COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 EVENT_SOURCE = "aws.sagemaker"
 EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Event"
-
-
-def _arn(service: str, resource: str) -> str:
-    return f"arn:{Aws.PARTITION}:{service}:{Aws.REGION}:{Aws.ACCOUNT_ID}:{resource}"
 
 
 def pod_identity_role(scope: Construct, construct_id: str, *, cluster_arn: str, description: str) -> iam.Role:
@@ -80,7 +76,7 @@ class ContainerInsights(Construct):
                 # The agents (Fluent Bit, CloudWatch agent) create their groups and set retention themselves.
                 actions=["logs:CreateLogGroup", "logs:PutRetentionPolicy", "logs:CreateLogStream",
                          "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=[_arn("logs", f"log-group:{prefix}/*"), _arn("logs", f"log-group:{prefix}/*:log-stream:*")],
+                resources=[log_group_arn(self, f"{prefix}/*"), log_group_arn(self, f"{prefix}/*:log-stream:*")],
             ),
             iam.PolicyStatement(
                 sid="DescribeNodes",
@@ -91,8 +87,8 @@ class ContainerInsights(Construct):
         acknowledge(self.policy, "AwsSolutions-IAM5[Resource::*]",
                     "PutMetricData (limited to the ContainerInsights/CWAgent namespaces by condition), "
                     "ec2:Describe* and logs:DescribeLogGroups have no resource-level permissions.")
-        for resource in (f"log-group:{prefix}/*", f"log-group:{prefix}/*:log-stream:*"):
-            acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, _arn('logs', resource))}]",
+        for resource in (f"{prefix}/*", f"{prefix}/*:log-stream:*"):
+            acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, log_group_arn(self, resource))}]",
                         "The agent names streams per node and pod; the groups are this cluster's only.")
         self.addon = eks_l1.CfnAddon(
             self, "Addon", addon_name=CONTAINER_INSIGHTS_ADDON, cluster_name=cluster_name,
@@ -170,8 +166,8 @@ class ManagedPrometheus(Construct):
             self, "CollectorRole", cluster_arn=cluster_arn,
             description="HyperPod observability collector: remote write to one AMP workspace (Pod Identity)")
         # This HyperPod cluster's groups only (/aws/sagemaker/Clusters/<name>/<id>), not every cluster's.
-        clusters_prefix = f"log-group:/aws/sagemaker/Clusters/{hyperpod_cluster_name}/*"
-        clusters_logs = [_arn("logs", clusters_prefix), _arn("logs", f"{clusters_prefix}:log-stream:*")]
+        clusters_prefix = f"/aws/sagemaker/Clusters/{hyperpod_cluster_name}/*"
+        clusters_logs = [log_group_arn(self, clusters_prefix), log_group_arn(self, f"{clusters_prefix}:log-stream:*")]
         self.collector_policy = iam.Policy(self, "CollectorPolicy", roles=[self.collector_role], statements=[
             iam.PolicyStatement(sid="RemoteWriteThisWorkspace", actions=["aps:RemoteWrite"],
                                 resources=[self.workspace.attr_arn]),
@@ -262,7 +258,7 @@ class ManagedGrafana(Construct):
             iam.PolicyStatement(
                 sid="QueryThisClustersLogs",
                 actions=["logs:StartQuery", "logs:GetQueryResults", "logs:GetLogGroupFields", "logs:GetLogEvents"],
-                resources=[_arn("logs", f"log-group:{group}{suffix}")
+                resources=[log_group_arn(self, f"{group}{suffix}")
                            for group in log_group_names for suffix in ("", ":*")],
             ),
         ])
@@ -273,7 +269,7 @@ class ManagedGrafana(Construct):
             for suffix in ("", ":*"):
                 if "*" in group + suffix:
                     acknowledge(self.policy, "AwsSolutions-IAM5[Resource::"
-                                f"{nag_name(self, _arn('logs', f'log-group:{group}{suffix}'))}]",
+                                f"{nag_name(self, log_group_arn(self, f'{group}{suffix}'))}]",
                                 "A group prefix of this cluster (names carry the cluster name) and its streams.")
         access = config.network_access
         network_access_control = (
@@ -289,7 +285,8 @@ class ManagedGrafana(Construct):
             network_access_control=network_access_control,
         )
         self.workspace_name = name
-        self.workspace_arn = _arn("grafana", f"/workspaces/{self.workspace.attr_id}")
+        self.workspace_arn = Stack.of(self).format_arn(service="grafana", resource="/workspaces",
+                                                       resource_name=self.workspace.attr_id)
         self.url = Fn.join("", ["https://", self.workspace.attr_endpoint])
         self.admin_assignment: cr.AwsCustomResource | None = None
         if config.admin_user_ids or config.admin_group_ids:

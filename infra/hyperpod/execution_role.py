@@ -4,39 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Aws
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.common import acknowledge, nag_name
+from infra.common import acknowledge, log_group_arn, nag_name
 
-
-def _arn(service: str, resource: str) -> str:
-    """A partition-aware ARN in this stack's region and account."""
-    return f"arn:{Aws.PARTITION}:{service}:{Aws.REGION}:{Aws.ACCOUNT_ID}:{resource}"
-
-
-# Each wildcard resource the policy needs, as cdk-nag names it, with the reason it cannot be narrower.
+# Why each wildcard resource of the policy cannot be narrower (the acknowledgments name the rendered ARNs).
 WILDCARD_REASONS: dict[str, str] = {
-    "Resource::*": "Granted only for actions without resource-level permissions: cloudwatch:PutMetricData "
+    "*": "Granted only for actions without resource-level permissions: cloudwatch:PutMetricData "
     "(limited to the /aws/sagemaker/Clusters namespace by condition), the ssmmessages session channels, "
     "the VPC CNI's ec2:Describe* calls and ecr:GetAuthorizationToken, as in AWS's execution role template.",
-    "Resource::arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:*":
-        "Rolling-update auto-rollback reads the alarms the operator names at update time; AWS's template grants "
-        "cloudwatch:DescribeAlarms on '*', this narrows it to alarms of this region and account.",
-    "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/*":
-        "HyperPod names the cluster's log group after the cluster id, which exists only after creation.",
-    "Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/*"
-    ":log-stream:*": "Streams are named per instance group and instance id by the nodes themselves.",
-    "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*":
-        "The VPC CNI creates ENIs at run time, so their IDs are unknown; AWS's execution role template grants the "
-        "same resource.",
-    "Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:instance/*":
-        "HyperPod creates the node instances at run time, so their IDs are unknown; AWS's execution role template "
-        "grants the same resource.",
-    "Resource::arn:<AWS::Partition>:ecr:<AWS::Region>:*:repository/*":
-        "Node images (EKS add-ons, HyperPod agents) come from AWS-owned registries whose account IDs differ "
-        "by region; pulls are limited to this region and to read actions.",
+    "alarms": "Rolling-update auto-rollback reads the alarms the operator names at update time; AWS's template "
+    "grants cloudwatch:DescribeAlarms on '*', this narrows it to alarms of this region and account.",
+    "cluster log groups": "HyperPod names the cluster's log group after the cluster id, which exists only after "
+    "creation.",
+    "cluster log streams": "Streams are named per instance group and instance id by the nodes themselves.",
+    "network interfaces": "The VPC CNI creates ENIs at run time, so their IDs are unknown; AWS's execution role "
+    "template grants the same resource.",
+    "instances": "HyperPod creates the node instances at run time, so their IDs are unknown; AWS's execution role "
+    "template grants the same resource.",
+    "repositories": "Node images (EKS add-ons, HyperPod agents) come from AWS-owned registries whose account IDs "
+    "differ by region; pulls are limited to this region and to read actions.",
 }
 
 
@@ -88,20 +77,28 @@ class HyperPodExecutionRole(Construct):
         # eks/cloudformation/sagemaker-iam-role-template.yaml): resources instance/*, network-interface/*, the VPC,
         # each subnet and security group, with no condition keys (an ec2:Vpc condition is not evaluated for every
         # resource type these actions touch, so it would deny them).
-        network_interfaces = _arn("ec2", "network-interface/*")
-        instances = _arn("ec2", "instance/*")
-        eni_scope = [instances, network_interfaces, _arn("ec2", f"vpc/{vpc_id}")] \
-            + [_arn("ec2", f"subnet/{s}") for s in subnet_ids] \
-            + [_arn("ec2", f"security-group/{g}") for g in security_group_ids]
+        stack = Stack.of(self)
+
+        def ec2_arn(resource: str, name: str) -> str:
+            return stack.format_arn(service="ec2", resource=resource, resource_name=name)
+
+        network_interfaces = ec2_arn("network-interface", "*")
+        instances = ec2_arn("instance", "*")
+        eni_scope = [instances, network_interfaces, ec2_arn("vpc", vpc_id)] \
+            + [ec2_arn("subnet", s) for s in subnet_ids] \
+            + [ec2_arn("security-group", g) for g in security_group_ids]
+        cluster_log_groups = log_group_arn(self, "/aws/sagemaker/Clusters/*")
+        cluster_log_streams = log_group_arn(self, "/aws/sagemaker/Clusters/*:log-stream:*")
+        alarms = stack.format_arn(service="cloudwatch", resource="alarm", resource_name="*",
+                                  arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        # Any account: the AWS-owned registries differ by region.
+        repositories = stack.format_arn(service="ecr", account="*", resource="repository", resource_name="*")
         statements = [
             iam.PolicyStatement(
                 sid="ClusterLogs",
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
                          "logs:DescribeLogStreams"],
-                resources=[
-                    _arn("logs", "log-group:/aws/sagemaker/Clusters/*"),
-                    _arn("logs", "log-group:/aws/sagemaker/Clusters/*:log-stream:*"),
-                ],
+                resources=[cluster_log_groups, cluster_log_streams],
             ),
             iam.PolicyStatement(
                 sid="ClusterMetrics",
@@ -113,7 +110,7 @@ class HyperPodExecutionRole(Construct):
                 # AWS's template grants it on "*": rolling software updates read the alarms named for
                 # auto-rollback. Narrowed to alarm ARNs, the only resource type the action takes (Service
                 # Authorization Reference, as bundled in parliament 1.6.4's iam_definition.json).
-                sid="RollbackAlarms", actions=["cloudwatch:DescribeAlarms"], resources=[_arn("cloudwatch", "alarm:*")],
+                sid="RollbackAlarms", actions=["cloudwatch:DescribeAlarms"], resources=[alarms],
             ),
             iam.PolicyStatement(
                 sid="SsmSessions",
@@ -162,7 +159,7 @@ class HyperPodExecutionRole(Construct):
             iam.PolicyStatement(
                 sid="EcrPull",
                 actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-                resources=[f"arn:{Aws.PARTITION}:ecr:{Aws.REGION}:*:repository/*"],
+                resources=[repositories],
             ),
             iam.PolicyStatement(
                 sid="ThisEksCluster",
@@ -171,8 +168,11 @@ class HyperPodExecutionRole(Construct):
             ),
         ]
         self.policy = iam.Policy(self, "Policy", statements=statements, roles=[self.role])
-        for finding, reason in WILDCARD_REASONS.items():
-            acknowledge(self.policy, f"AwsSolutions-IAM5[{finding}]", reason)
+        wildcards = {"*": "*", "alarms": alarms, "cluster log groups": cluster_log_groups,
+                     "cluster log streams": cluster_log_streams, "network interfaces": network_interfaces,
+                     "instances": instances, "repositories": repositories}
+        for what, arn in wildcards.items():
+            acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, arn)}]", WILDCARD_REASONS[what])
         acknowledge(
             self.policy,
             f"AwsSolutions-IAM5[Resource::{nag_name(self, lifecycle_bucket_arn)}/{lifecycle_prefix}/*]",

@@ -205,7 +205,9 @@ def _refused_quickly(load: Any, expected: str) -> None:
     message = str(caught.value)
     assert expected in message, message
     assert "\n" not in message and len(message) < 700, message
-    assert elapsed < 1.0, f"{elapsed:.2f} s"
+    # A hang guard, not a speed target (those are measured by `make bench`): catastrophic backtracking in a
+    # validator would take minutes on these inputs; a loaded CI machine takes well under a second.
+    assert elapsed < 10.0, f"{elapsed:.2f} s"
 
 
 @pytest.mark.parametrize(("name", "raw", "expected"), FILE_SEEDS, ids=[s[0] for s in FILE_SEEDS])

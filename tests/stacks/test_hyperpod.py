@@ -7,10 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
+from aws_cdk import App, Environment, Stack
 from aws_cdk.assertions import Match, Template
 
 from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, lookup
-from tests.conftest import ROOT
+from infra.hyperpod.execution_role import HyperPodExecutionRole
+from infra.nag_pack import render
+from tests.conftest import ROOT, cdk_json_context
 
 
 def _cluster(synth):
@@ -164,7 +167,9 @@ def test_execution_role_is_least_privilege(default_synth):
     assert "eks-auth:AssumeRoleForPodIdentity" in by_sid["ThisEksCluster"]["Action"]
     lifecycle = json.dumps(by_sid["LifecycleScriptsRead"]["Resource"])
     assert "/lifecycle/*" in lifecycle
-    assert "arn:aws:" not in json.dumps(statements)  # partition-aware everywhere
+    # Stack.format_arn everywhere: the stack's partition and region (literals, as its region is known).
+    assert "arn:aws:ec2:us-west-2:<AWS::AccountId>:network-interface/*" in {
+        render(r) for r in by_sid["VpcCniManageEni"]["Resource"]}
     role = next(r for k, r in default_synth.resources("hyperpod", "AWS::IAM::Role").items()
                 if k.startswith("ExecutionRole"))
     assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
@@ -261,3 +266,19 @@ def test_org_permissions_boundary_and_tags_reach_every_stack(default_synth, vari
             assert "PermissionsBoundary" not in role["Properties"]
     (cluster,) = variant_synth.resources("hyperpod", "AWS::SageMaker::Cluster").values()
     assert {"Key": "cost-center", "Value": "ml-platform"} in cluster["Properties"]["Tags"]
+
+
+def test_execution_role_arns_follow_the_stacks_partition():
+    """No hard-coded partition: in a China region every ARN the role's policy names is arn:aws-cn:."""
+    app = App(context=cdk_json_context())
+    stack = Stack(app, "China", env=Environment(region="cn-north-1"))
+    HyperPodExecutionRole(
+        stack, "ExecutionRole", eks_cluster_arn="arn:aws-cn:eks:cn-north-1:111122223333:cluster/e",
+        vpc_id="vpc-0123456789abcdef0", subnet_ids=["subnet-03333333333333333"],
+        security_group_ids=["sg-0123456789abcdef0"], lifecycle_bucket_arn="arn:aws-cn:s3:::sagemaker-x",
+        lifecycle_prefix="lifecycle",
+    )
+    (policy,) = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+    arns = [render(r) for s in policy["Properties"]["PolicyDocument"]["Statement"]
+            for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]) if r != "*"]
+    assert arns and all(a.startswith("arn:aws-cn:") for a in arns), arns

@@ -122,7 +122,8 @@ def test_grafana_queries_only_this_clusters_log_groups(default_synth):
     assert not [a for a in statements["ReadCloudWatch"]["Action"]
                 if a in ("logs:StartQuery", "logs:GetQueryResults", "logs:GetLogEvents", "logs:GetLogGroupFields")]
     logs = statements["QueryThisClustersLogs"]
-    prefix = "arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:"
+    # Stack.format_arn: the partition and region of a stack whose region is known are literals.
+    prefix = "arn:aws:logs:us-west-2:<AWS::AccountId>:log-group:"
     groups = {_rendered(r).removeprefix(prefix) for r in logs["Resource"]}
     assert groups == {"/aws/eks/hyperpod-dev-eks/cluster", "/aws/eks/hyperpod-dev-eks/cluster:*",
                       "/aws/containerinsights/hyperpod-dev-eks/*", "/aws/containerinsights/hyperpod-dev-eks/*:*",
@@ -137,7 +138,7 @@ def test_grafana_network_access_from_config(byo_synth):
 def test_collector_writes_only_this_hyperpod_clusters_log_groups(default_synth):
     statements = _policy(default_synth, "ObservabilityPrometheusCollectorPolicy")
     resources = {_rendered(r) for r in statements["HyperPodClusterLogs"]["Resource"]}
-    prefix = "arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/"
+    prefix = "arn:aws:logs:us-west-2:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/"
     assert resources == {f"{prefix}hyperpod-dev/*", f"{prefix}hyperpod-dev/*:log-stream:*"}
 
 
