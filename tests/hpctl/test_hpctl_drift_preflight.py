@@ -515,6 +515,16 @@ def test_addon_config_an_unknown_key_fails_when_the_schema_allows_no_other() -> 
                             "allows no other key here")
 
 
+def test_addon_config_a_refused_placeholder_warns_instead_of_failing() -> None:
+    schema = json.loads(json.dumps(TEST_SCHEMA))
+    schema["properties"]["ampWorkspace"]["properties"]["arn"]["pattern"] = "workspace/ws-[0-9a-f]{8}$"
+    eks, _ = _eks_with_schema(schema)
+    [check] = _addon_config(config_data(), eks)
+    assert check.verdict == "warn"
+    assert check.reason.startswith(f"{OBSERVABILITY_ADDON} v1.0.3-eksbuild.1: ampWorkspace.arn = ")
+    assert check.reason.endswith("(a placeholder for a value the deploy creates)")
+
+
 def test_addon_config_sends_no_grafana_workspace_without_grafana() -> None:
     schema = json.loads(json.dumps(TEST_SCHEMA))
     del schema["properties"]["amgWorkspace"]
