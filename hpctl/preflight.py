@@ -8,6 +8,7 @@ an unreachable endpoint stop the whole run (exit 3).
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -18,12 +19,22 @@ from urllib.request import Request, urlopen
 
 import yaml
 from botocore.exceptions import ClientError
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
+from referencing.exceptions import Unresolvable
 
 from hpctl import cluster as api
 from hpctl import leftovers
+from hpctl.aws import loader
 from hpctl.errors import UsageError, describe_aws_error, error_code, is_not_found
 from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, dotted
 from infra.hyperpod.chart_installer.handler import github_archive_url
+from infra.observability_addon import (
+    HYPERPOD_OBSERVABILITY_ADDON,
+    addon_configuration,
+    config_key,
+    prometheus_endpoint,
+)
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 
@@ -50,29 +61,170 @@ def _guard(name: str, fn: Callable[[], list[Check]]) -> list[Check]:
 # --- EKS add-on versions ---------------------------------------------------------------------------
 
 
+def offered_addon_versions(clients: Any, name: str, k8s: str) -> list[dict[str, Any]]:
+    """Every version of one add-on EKS offers for a Kubernetes version (all pages of DescribeAddonVersions)."""
+    # Response shape: botocore data/eks/2017-11-01/service-2.json, DescribeAddonVersionsResponse
+    # (addons[].addonVersions[] with addonVersion and compatibilities[].{clusterVersion, defaultVersion})
+    paginator = clients("eks").get_paginator("describe_addon_versions")
+    return [
+        v
+        for page in paginator.paginate(addonName=name, kubernetesVersion=k8s)
+        for addon in page.get("addons", [])
+        for v in addon.get("addonVersions", [])
+    ]
+
+
+def default_addon_version(versions: list[dict[str, Any]], k8s: str) -> str | None:
+    """The version marked default for this Kubernetes version, if any."""
+    for v in versions:
+        if any(c.get("clusterVersion") == k8s and c.get("defaultVersion") for c in v.get("compatibilities", [])):
+            return str(v["addonVersion"])
+    return None
+
+
 def check_addon_versions(cfg: Any, clients: Any) -> list[Check]:
     """Each pinned add-on version is offered for the cluster's Kubernetes version."""
     k8s = cfg.eks.version
     pinned = cfg.eks.addon_versions
     if not pinned:
         return [Check("addon-versions", PASS, "no add-on version pinned")]
-    paginator = clients("eks").get_paginator("describe_addon_versions")
     missing = []
     for name, version in sorted(pinned.items()):
-        # Response shape: botocore data/eks/2017-11-01/service-2.json, DescribeAddonVersionsResponse
-        # (addons[].addonVersions[].addonVersion)
-        offered = {
-            v["addonVersion"]
-            for page in paginator.paginate(addonName=name, kubernetesVersion=k8s)
-            for addon in page.get("addons", [])
-            for v in addon.get("addonVersions", [])
-        }
+        offered = {v["addonVersion"] for v in offered_addon_versions(clients, name, k8s)}
         if version not in offered:
             missing.append(f"{name} {version}")
     if missing:
         return [Check("addon-versions", FAIL, f"not offered for Kubernetes {k8s}: {', '.join(missing)}")]
     listed = ", ".join(f"{n} {v}" for n, v in sorted(pinned.items()))
     return [Check("addon-versions", PASS, f"offered for Kubernetes {k8s}: {listed}")]
+
+
+# --- EKS add-on configuration values ---------------------------------------------------------------
+
+# Stand-ins for what the same deploy creates (AMP and Grafana workspace IDs), so the values can be checked
+# before they exist. They fit botocore's amp model (WorkspaceArn `arn:aws[-a-z]*:aps:[-a-z0-9]+:[0-9]{12}:
+# workspace/.+`) and grafana model (WorkspaceId `g-[0-9a-f]{10}`); the real IDs are AWS's choice.
+PLACEHOLDER_ACCOUNT = "000000000000"
+PLACEHOLDER_PROMETHEUS_WORKSPACE = "ws-placeholder"
+PLACEHOLDER_GRAFANA_WORKSPACE = "g-0000000000"
+PLACEHOLDERS = (PLACEHOLDER_ACCOUNT, PLACEHOLDER_PROMETHEUS_WORKSPACE, PLACEHOLDER_GRAFANA_WORKSPACE)
+
+
+def partition_of(region: str) -> tuple[str, str]:
+    """(partition, DNS suffix) of a region, from botocore's endpoints data."""
+    partitions = loader().load_data("endpoints")["partitions"]
+    for p in partitions:
+        if region in p.get("regions", {}):
+            return p["partition"], p["dnsSuffix"]
+    for p in partitions:
+        if re.match(p["regionRegex"], region):
+            return p["partition"], p["dnsSuffix"]
+    return "aws", "amazonaws.com"
+
+
+def planned_addon_configurations(cfg: Any) -> dict[str, dict[str, object]]:
+    """The configuration values each add-on gets from this config, built by the construct's own function.
+
+    Only the HyperPod observability add-on gets any (Container Insights, the FSx CSI driver and the core
+    add-ons are installed with EKS's defaults). Workspace endpoint and ARNs carry the placeholders above.
+    """
+    prometheus = cfg.observability.prometheus
+    if not prometheus.enabled:
+        return {}
+    partition, suffix = partition_of(cfg.region)
+    account = cfg.account or PLACEHOLDER_ACCOUNT
+    grafana = None
+    if cfg.observability.grafana.enabled:
+        grafana = (cfg.hyperpod.cluster_name,
+                   f"arn:{partition}:grafana:{cfg.region}:{account}:/workspaces/{PLACEHOLDER_GRAFANA_WORKSPACE}")
+    values = addon_configuration(
+        prometheus,
+        prometheus_endpoint=prometheus_endpoint(cfg.region, suffix, PLACEHOLDER_PROMETHEUS_WORKSPACE),
+        prometheus_arn=f"arn:{partition}:aps:{cfg.region}:{account}:workspace/{PLACEHOLDER_PROMETHEUS_WORKSPACE}",
+        grafana_workspace=grafana,
+    )
+    return {HYPERPOD_OBSERVABILITY_ADDON: values}
+
+
+def _violation(path: list[str], value: Any, reason: str) -> str:
+    where = ".".join(path) or "(top level)"
+    key = config_key(path)
+    shown = "" if isinstance(value, dict | list) else f" = {json.dumps(value)}"
+    return f"{where}{shown}: {reason}" + (f" (config: {key})" if key else "")
+
+
+def schema_violations(values: dict[str, object], schema: dict[str, Any]) -> list[str]:
+    """One line per value the schema refuses: the JSON path of the key, the value and the schema's reason.
+
+    Raises SchemaError when the schema itself is not valid, referencing's Unresolvable for a $ref it cannot
+    resolve (remote references are never fetched).
+    """
+    validator_class = validator_for(schema)
+    validator_class.check_schema(schema)
+    lines = []
+    for error in sorted(validator_class(schema).iter_errors(values), key=lambda e: [str(p) for p in e.absolute_path]):
+        path = [str(p) for p in error.absolute_path]
+        if error.validator == "additionalProperties" and error.validator_value is False:
+            # jsonschema reports the object; name each key it does not know instead.
+            known = error.schema.get("properties", {})
+            patterns = error.schema.get("patternProperties", {})
+            for key, value in error.instance.items():
+                if key not in known and not any(re.search(p, key) for p in patterns):
+                    lines.append(_violation([*path, key], value, "unknown key: the schema allows no other key here"))
+        else:
+            lines.append(_violation(path, error.instance, error.message))
+    return lines
+
+
+def check_addon_config(cfg: Any, clients: Any) -> list[Check]:
+    """The configuration values sent to each add-on satisfy the schema EKS publishes for the version installed.
+
+    EKS validates them against the same schema on create ("validated against the schema returned by
+    DescribeAddonConfiguration", https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAddon.html).
+    """
+    planned = planned_addon_configurations(cfg)
+    if not planned:
+        return [Check("addon-config", PASS, "no add-on gets configuration values")]
+    k8s = cfg.eks.version
+    checks = []
+    for name, values in planned.items():
+        # The construct gives these add-ons no version (eks.addon_versions pins only the core add-ons). Which
+        # version EKS then installs is unverified: the CreateAddon reference does not say; the version marked
+        # defaultVersion for the cluster's Kubernetes version is assumed.
+        offered = offered_addon_versions(clients, name, k8s)
+        if not offered:
+            checks.append(Check("addon-config", FAIL, f"{name} is not offered for Kubernetes {k8s}"))
+            continue
+        version = default_addon_version(offered, k8s)
+        if version is None:
+            checks.append(Check("addon-config", WARN,
+                                f"could not check: EKS marks no version of {name} default for Kubernetes {k8s}"))
+            continue
+        # Request and response shapes: botocore data/eks/2017-11-01/service-2.json, DescribeAddonConfiguration
+        # (configurationSchema is a JSON schema as a string).
+        raw = clients("eks").describe_addon_configuration(addonName=name, addonVersion=version).get(
+            "configurationSchema")
+        if not raw:
+            checks.append(Check("addon-config", WARN,
+                                f"could not check: EKS publishes no configuration schema for {name} {version}"))
+            continue
+        try:
+            violations = schema_violations(values, json.loads(raw))
+        except (ValueError, SchemaError, Unresolvable) as error:
+            reason = error.message if isinstance(error, SchemaError) else str(error)
+            checks.append(Check("addon-config", WARN,
+                                f"could not check: the configuration schema of {name} {version} is unusable: {reason}"))
+            continue
+        if violations:
+            # A placeholder the schema refuses says nothing about the real value: warn, do not fail.
+            checks += [
+                Check("addon-config", WARN, f"{name} {version}: {line} (a placeholder for a value the deploy creates)")
+                if any(p in line for p in PLACEHOLDERS) else Check("addon-config", FAIL, f"{name} {version}: {line}")
+                for line in violations
+            ]
+        else:
+            checks.append(Check("addon-config", PASS, f"{name} {version}: the values satisfy its configuration schema"))
+    return checks
 
 
 # --- Chart source ----------------------------------------------------------------------------------
@@ -453,6 +605,7 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += _guard("identity-center", lambda: check_identity_center(cfg, clients))
     checks += _guard("leftovers", lambda: check_leftovers(cfg, clients))
     checks += _guard("addon-versions", lambda: check_addon_versions(cfg, clients))
+    checks += _guard("addon-config", lambda: check_addon_config(cfg, clients))
     checks += check_chart_source(cfg)
     for suffix, resource_type in REPLACEMENT_CHECKS:
         if suffix == "storage" and not cfg.storage.fsx_lustre.enabled:

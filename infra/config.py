@@ -563,7 +563,8 @@ class HyperPodConfig(_Strict):
 
 
 class _MetricFamily(_Strict):
-    # Every AWS setup read sends 30 s; the add-on's schema bounds it (unverified: preflight does not check it yet).
+    # Every AWS setup read sends 30 s. Its bounds are in the add-on's configuration schema, which was not found
+    # published (unverified here); `hpctl preflight` (addon-config) checks it against the schema EKS serves.
     scrape_interval: int = Field(default=30, ge=1)
 
 

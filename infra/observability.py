@@ -25,10 +25,10 @@ from infra.common import acknowledge, log_group_arn, nag_name, retention
 from infra.config import AlertsConfig, GrafanaConfig, ObservabilityConfig, PrometheusConfig
 from infra.grafana_content import GrafanaContent
 from infra.names import cluster_log_groups, container_insights_log_groups
+from infra.observability_addon import HYPERPOD_OBSERVABILITY_ADDON, addon_configuration, prometheus_endpoint
 
 CONTAINER_INSIGHTS_ADDON = "amazon-cloudwatch-observability"
 CONTAINER_INSIGHTS_SERVICE_ACCOUNT = "cloudwatch-agent"
-HYPERPOD_OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 HYPERPOD_COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 EVENT_SOURCE = "aws.sagemaker"
 EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Event"
@@ -100,42 +100,6 @@ class ContainerInsights(Construct):
             self.addon.node.add_dependency(group)
 
 
-# The add-on's configuration keys, as AWS's Terraform module sends them (awslabs/awsome-distributed-training@
-# 0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/
-# modules/observability/eks_addon.tf): top-level ampWorkspace {prometheusEndpoint, arn}, amgWorkspace
-# {workspaceName, arn}, metricsProvider with one {level, scrapeInterval} per family below, and logging {enabled}.
-ADDON_METRIC_FAMILIES: dict[str, str] = {
-    "training": "trainingMetrics",
-    "inference": "inferenceMetrics",
-    "task_governance": "taskGovernanceMetrics",
-    "scaling": "scalingMetrics",
-    "custom": "customMetrics",
-    "node": "nodeMetrics",
-    "accelerated_compute": "acceleratedComputeMetrics",
-    "network": "networkMetrics",
-}
-
-
-def addon_configuration(
-    config: PrometheusConfig, *, prometheus_endpoint: str, prometheus_arn: str,
-    grafana_workspace: tuple[str, str] | None,
-) -> dict[str, object]:
-    """The ``configurationValues`` of the HyperPod observability add-on (EKS validates them against its schema)."""
-    families = config.metrics.model_dump()
-    configuration: dict[str, object] = {
-        "ampWorkspace": {"prometheusEndpoint": prometheus_endpoint, "arn": prometheus_arn},
-        "metricsProvider": {
-            key: {"level": families[name]["level"], "scrapeInterval": families[name]["scrape_interval"]}
-            for name, key in ADDON_METRIC_FAMILIES.items()
-        },
-        "logging": {"enabled": config.logging},
-    }
-    if grafana_workspace is not None:
-        name, arn = grafana_workspace
-        configuration["amgWorkspace"] = {"workspaceName": name, "arn": arn}
-    return configuration
-
-
 class ManagedPrometheus(Construct):
     """An AMP workspace (customer-managed key, logging on) and the collector role of the HyperPod add-on.
 
@@ -195,8 +159,7 @@ class ManagedPrometheus(Construct):
         """Install the HyperPod observability add-on writing to this workspace (after the HyperPod cluster)."""
         # AWS's module strips the endpoint's trailing slash (trimsuffix in main.tf); the attribute has one, so the
         # endpoint is built from the workspace ID instead.
-        endpoint = Fn.join("", [f"https://aps-workspaces.{Aws.REGION}.{Aws.URL_SUFFIX}/workspaces/",
-                                self.workspace.attr_workspace_id])
+        endpoint = prometheus_endpoint(Aws.REGION, Aws.URL_SUFFIX, self.workspace.attr_workspace_id)
         configuration = addon_configuration(
             self.config, prometheus_endpoint=endpoint, prometheus_arn=self.workspace.attr_arn,
             grafana_workspace=(grafana.workspace_name, grafana.workspace_arn) if grafana else None,

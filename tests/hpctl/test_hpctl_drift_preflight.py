@@ -407,6 +407,172 @@ def test_no_pinned_addon_asks_nothing() -> None:
     assert check.verdict == "pass"
 
 
+# A test schema written for these tests, NOT AWS's schema of amazon-sagemaker-hyperpod-observability (none was
+# found published): it has the keys infra/observability_addon.py sends and bounds chosen to test against.
+_FAMILY = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {"level": {"enum": ["DISABLED", "BASIC", "ADVANCED"]},
+                   "scrapeInterval": {"type": "integer", "minimum": 1, "maximum": 300}},
+}
+TEST_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "ampWorkspace": {"type": "object", "properties": {"prometheusEndpoint": {"type": "string"},
+                                                          "arn": {"type": "string", "pattern": "^arn:aws"}}},
+        "amgWorkspace": {"type": "object", "properties": {"workspaceName": {"type": "string"},
+                                                          "arn": {"type": "string"}}},
+        "metricsProvider": {"type": "object", "additionalProperties": _FAMILY},
+        "logging": {"type": "object", "properties": {"enabled": {"type": "boolean"}}},
+    },
+}
+OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
+
+
+def _default_page(versions: dict[str, bool], k8s: str = "1.33") -> dict:
+    """A DescribeAddonVersions page (botocore's eks model shape) marking which versions are EKS's default."""
+    return {"addons": [{
+        "addonName": OBSERVABILITY_ADDON,
+        "addonVersions": [
+            {"addonVersion": v, "compatibilities": [{"clusterVersion": k8s, "defaultVersion": default}]}
+            for v, default in versions.items()
+        ],
+    }]}
+
+
+def _eks_with_schema(schema: object, versions: dict[str, bool] | None = None) -> tuple[object, object]:
+    """An EKS client answering DescribeAddonVersions, then DescribeAddonConfiguration for the default version."""
+    eks, stub = stubbed("eks")
+    versions = {"v1.0.2-eksbuild.1": False, "v1.0.3-eksbuild.1": True} if versions is None else versions
+    stub.add_response("describe_addon_versions", _default_page(versions),
+                      {"addonName": OBSERVABILITY_ADDON, "kubernetesVersion": "1.33"})
+    default = next((v for v, d in versions.items() if d), None)
+    if default is not None:
+        # Response shape: botocore data/eks/2017-11-01/service-2.json, DescribeAddonConfigurationResponse.
+        response = {"addonName": OBSERVABILITY_ADDON, "addonVersion": default}
+        if schema is not None:
+            response["configurationSchema"] = schema if isinstance(schema, str) else json.dumps(schema)
+        stub.add_response("describe_addon_configuration", response,
+                          {"addonName": OBSERVABILITY_ADDON, "addonVersion": default})
+    return eks, stub
+
+
+def _addon_config(data: dict, eks: object) -> list[pf.Check]:
+    return pf.check_addon_config(parse_config(data), Clients(REGION, preset={"eks": eks}))
+
+
+def test_addon_config_valid_values_pass_against_the_default_version() -> None:
+    eks, stub = _eks_with_schema(TEST_SCHEMA)
+    [check] = _addon_config(config_data(), eks)
+    assert (check.name, check.verdict) == ("addon-config", "pass")
+    assert check.reason.startswith(f"{OBSERVABILITY_ADDON} v1.0.3-eksbuild.1:")
+    stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("family", "field", "value", "path", "key"),
+    [
+        ("network", "scrape_interval", 301, "metricsProvider.networkMetrics.scrapeInterval = 301",
+         "observability.prometheus.metrics.network.scrape_interval"),
+        ("training", "scrape_interval", 600, "metricsProvider.trainingMetrics.scrapeInterval = 600",
+         "observability.prometheus.metrics.training.scrape_interval"),
+    ],
+)
+def test_addon_config_a_value_the_schema_forbids_fails_naming_its_path(
+    family: str, field: str, value: int, path: str, key: str
+) -> None:
+    data = config_data()
+    data["observability"] = {"prometheus": {"metrics": {family: {field: value}}}}
+    eks, _ = _eks_with_schema(TEST_SCHEMA)
+    [check] = _addon_config(data, eks)
+    assert check.verdict == "fail"
+    assert check.reason == (f"{OBSERVABILITY_ADDON} v1.0.3-eksbuild.1: {path}: {value} is greater than the maximum "
+                            f"of 300 (config: {key})")
+
+
+def test_addon_config_a_level_outside_the_enum_fails() -> None:
+    schema = json.loads(json.dumps(TEST_SCHEMA))
+    schema["properties"]["metricsProvider"]["additionalProperties"]["properties"]["level"]["enum"] = ["DISABLED"]
+    eks, _ = _eks_with_schema(schema)
+    checks = _addon_config(config_data(), eks)
+    failed = {c.reason.split(": ", 1)[1].split(" = ")[0] for c in checks if c.verdict == "fail"}
+    # Every family whose default level is BASIC (AWS's module defaults) and nothing else.
+    assert failed == {f"metricsProvider.{f}.level" for f in
+                      ("trainingMetrics", "inferenceMetrics", "customMetrics", "nodeMetrics",
+                       "acceleratedComputeMetrics")}
+    assert all("'BASIC' is not one of ['DISABLED']" in c.reason for c in checks)
+
+
+def test_addon_config_an_unknown_key_fails_when_the_schema_allows_no_other() -> None:
+    schema = json.loads(json.dumps(TEST_SCHEMA))
+    del schema["properties"]["amgWorkspace"]
+    eks, _ = _eks_with_schema(schema)
+    [check] = _addon_config(config_data(), eks)  # Grafana is on by default: amgWorkspace is sent
+    assert check.verdict == "fail"
+    assert check.reason == (f"{OBSERVABILITY_ADDON} v1.0.3-eksbuild.1: amgWorkspace: unknown key: the schema "
+                            "allows no other key here")
+
+
+def test_addon_config_a_refused_placeholder_warns_instead_of_failing() -> None:
+    schema = json.loads(json.dumps(TEST_SCHEMA))
+    schema["properties"]["ampWorkspace"]["properties"]["arn"]["pattern"] = "workspace/ws-[0-9a-f]{8}$"
+    eks, _ = _eks_with_schema(schema)
+    [check] = _addon_config(config_data(), eks)
+    assert check.verdict == "warn"
+    assert check.reason.startswith(f"{OBSERVABILITY_ADDON} v1.0.3-eksbuild.1: ampWorkspace.arn = ")
+    assert check.reason.endswith("(a placeholder for a value the deploy creates)")
+
+
+def test_addon_config_sends_no_grafana_workspace_without_grafana() -> None:
+    schema = json.loads(json.dumps(TEST_SCHEMA))
+    del schema["properties"]["amgWorkspace"]
+    data = config_data()
+    data["observability"] = {"grafana": {"enabled": False}}
+    eks, _ = _eks_with_schema(schema)
+    [check] = _addon_config(data, eks)
+    assert check.verdict == "pass"
+
+
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        (None, f"could not check: EKS publishes no configuration schema for {OBSERVABILITY_ADDON} v1.0.3-eksbuild.1"),
+        ("{not json", "is unusable: Expecting property name"),
+        ({"type": "no-such-type"}, "is unusable: 'no-such-type' is not valid under any of the given schemas"),
+    ],
+)
+def test_addon_config_a_missing_or_broken_schema_warns(schema: object, reason: str) -> None:
+    eks, _ = _eks_with_schema(schema)
+    [check] = _addon_config(config_data(), eks)
+    assert check.verdict == "warn" and reason in check.reason
+
+
+def test_addon_config_not_offered_fails_and_no_default_warns() -> None:
+    eks, _ = _eks_with_schema(TEST_SCHEMA, versions={})
+    [check] = _addon_config(config_data(), eks)
+    assert (check.verdict, check.reason) == ("fail", f"{OBSERVABILITY_ADDON} is not offered for Kubernetes 1.33")
+    eks, _ = _eks_with_schema(TEST_SCHEMA, versions={"v1.0.3-eksbuild.1": False})
+    [check] = _addon_config(config_data(), eks)
+    assert check.verdict == "warn" and "no version" in check.reason
+
+
+def test_addon_config_without_prometheus_asks_nothing() -> None:
+    data = config_data()
+    data["observability"] = {"prometheus": {"enabled": False}, "grafana": {"enabled": False}}
+    [check] = pf.check_addon_config(parse_config(data), lambda service: pytest.fail(service))
+    assert check.verdict == "pass" and "no add-on" in check.reason
+
+
+def test_addon_config_placeholders_follow_the_partition() -> None:
+    cfg = parse_config(config_data()).model_copy(update={"region": "cn-north-1"})  # AZ IDs would not parse
+    values = pf.planned_addon_configurations(cfg)[OBSERVABILITY_ADDON]
+    amp = values["ampWorkspace"]
+    assert amp["prometheusEndpoint"].startswith("https://aps-workspaces.cn-north-1.amazonaws.com.cn/workspaces/")
+    assert amp["arn"].startswith("arn:aws-cn:aps:cn-north-1:")
+
+
 def _head(monkeypatch: pytest.MonkeyPatch, outcome: int | Exception) -> list[str]:
     urls: list[str] = []
 
@@ -459,7 +625,8 @@ def _stubs(quota: float, instances: list) -> dict:
     cf, cf_stub = stubbed("cloudformation")
     for stack in ("hp-eks", "hp-hyperpod"):
         cf_stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
-    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf}
+    eks, _ = _eks_with_schema(TEST_SCHEMA)
+    return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf, "eks": eks}
 
 
 @mock_aws
@@ -490,6 +657,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
         "identity-center": "fail",
         "leftovers": "pass",
         "addon-versions": "pass",
+        "addon-config": "pass",
         "chart-source": "pass",
         "no-replace hp-eks": "pass",
         "no-replace hp-hyperpod": "pass",
@@ -512,3 +680,23 @@ def test_preflight_access_denied_on_one_api_is_a_warning(
     assert code == 0
     [quota] = [c for c in data["checks"] if c["name"] == "quotas"]
     assert quota["verdict"] == "warn" and "could not check" in quota["reason"]
+
+
+@mock_aws
+def test_preflight_an_eks_error_on_the_schema_is_a_warning(
+    run, config_file: Path, tmp_path: Path, github_ok: None
+) -> None:
+    clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1"}])
+    eks, stub = stubbed("eks")
+    stub.add_response("describe_addon_versions", _default_page({"v1.0.3-eksbuild.1": True}))
+    stub.add_client_error("describe_addon_configuration", "ResourceNotFoundException",
+                          "No addon: amazon-sagemaker-hyperpod-observability found in version")
+    clients["eks"] = eks
+    code, data = run.json(
+        "preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients
+    )
+    assert code == 0
+    [check] = [c for c in data["checks"] if c["name"] == "addon-config"]
+    assert check["verdict"] == "warn"
+    assert check["reason"] == ("could not check: not found: No addon: amazon-sagemaker-hyperpod-observability found "
+                               "in version (DescribeAddonConfiguration)")
