@@ -20,6 +20,9 @@ ALL_AT_ONCE = "No --batch-size/--batch-percent: every node of {scope} is patched
 
 
 def cmd_update_software(args: argparse.Namespace, t: Target, clients: Any) -> int:
+    # --timeout and --interval are checked before anything is sent: a mistake in them must not leave an
+    # update running that the command then reports as a usage error.
+    timeout, pause = (parse_duration(args.timeout), interval(args.interval)) if args.wait else (0.0, 0.0)
     groups = list(dict.fromkeys(args.group))
     request = api.software_update_request(
         t.cluster,
@@ -63,8 +66,8 @@ def cmd_update_software(args: argparse.Namespace, t: Target, clients: Any) -> in
     result = wait_for_cluster(
         sm,
         t.cluster,
-        timeout=parse_duration(args.timeout),
-        interval=interval(args.interval),
+        timeout=timeout,
+        interval=pause,
         check=software_updated(groups),
     )
     if args.json:

@@ -308,6 +308,16 @@ def test_update_software_all_groups_with_instance_count_batches(run) -> None:
     assert code == 0 and data["cluster_arn"] == CLUSTER_ARN
 
 
+@pytest.mark.parametrize(
+    ("option", "error"), [("--interval=1s", "--interval 1s is too short"), ("--timeout=soon", "not a duration")]
+)
+def test_update_software_wait_checks_its_durations_before_sending_anything(run, option: str, error: str) -> None:
+    client, _ = stubbed("sagemaker")  # no response queued: any call would end the command with exit 3
+    code, out, err = run("update-software", *BASE, "--wait", option, "--yes", clients={"sagemaker": client})
+    assert (code, out) == (2, "")
+    assert error in err and len(err.splitlines()) == 1
+
+
 def test_update_software_unknown_group_is_refused(run) -> None:
     client, stub = stubbed("sagemaker")
     stub.add_response("describe_cluster", cluster_description())
