@@ -72,16 +72,17 @@ def register(sub: Any) -> None:
     p = add_command(
         sub,
         "connect",
+        cmd_connect,
         "open an SSM session on a node (or print the command)",
         "hpctl connect hyperpod-i-0123456789abcdef0",
     )
     p.add_argument("node", metavar="NODE", help="instance ID (i-...) or Kubernetes node name (hyperpod-i-...)")
     p.add_argument("--print", action="store_true", help="print the aws ssm start-session command, do not run it")
-    p.set_defaults(handler=cmd_connect)
 
     p = add_command(
         sub,
         "ssh-config",
+        cmd_ssh_config,
         "print ssh Host entries with an SSM ProxyCommand for every node",
         "hpctl ssh-config > ~/.ssh/config.d/hyperpod",
     )
@@ -91,4 +92,3 @@ def register(sub: Any) -> None:
     # The nodes run the Amazon Linux EKS AMI (lifecycle_scripts/on_create.sh); its login is ec2-user
     # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/managing-users.html).
     p.add_argument("--user", default="ec2-user", help="the User line's login name (default ec2-user)")
-    p.set_defaults(handler=cmd_ssh_config)

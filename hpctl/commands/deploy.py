@@ -66,19 +66,21 @@ def cmd_preflight(args: argparse.Namespace, t: Target, clients: Any) -> int:
 
 
 def register(sub: Any) -> None:
-    p = add_command(
+    add_command(
         sub,
         "drift",
+        cmd_drift,
         "compare the deployed cluster with the config (exit 1 on drift)",
         "hpctl drift --config config/prod.yaml",
+        need_config=True,
     )
-    p.set_defaults(handler=cmd_drift, need_config=True)
 
     p = add_command(
         sub,
         "preflight",
+        cmd_preflight,
         "read-only checks before cdk deploy (exit 1 when one fails)",
         "cdk synth && hpctl preflight --cdk-out cdk.out",
+        need_config=True,
     )
     p.add_argument("--cdk-out", default="cdk.out", metavar="DIR", help="synthesized templates (default cdk.out)")
-    p.set_defaults(handler=cmd_preflight, need_config=True)

@@ -47,10 +47,11 @@ def register(sub: Any) -> None:
     p = add_command(
         sub,
         "pre-destroy",
+        cmd_pre_destroy,
         "list what Kubernetes left in the VPC outside CloudFormation (load balancers, detached ENIs); "
         "--delete removes what is tagged for this cluster (exit 1 while anything remains)",
         "hpctl pre-destroy --config config/prod.yaml --delete",
+        need_config=True,
     )
     p.add_argument("--delete", action="store_true", help="delete those tagged for this cluster, after a confirmation")
     add_yes(p)
-    p.set_defaults(handler=cmd_pre_destroy, need_config=True)

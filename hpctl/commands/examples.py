@@ -36,9 +36,11 @@ def register(sub: Any) -> None:
     p = add_command(
         sub,
         "render-examples",
+        cmd_render_examples,
         "write the data-scientist manifests (training with auto-resume, inference, NCCL smoke test) for the config",
         "hpctl render-examples --config config/prod.yaml --out my-examples\n"
         "  hpctl render-examples --config config/prod.yaml | kubectl apply -f -",
+        need_config=True,
     )
     p.add_argument(
         "--out", default="-", metavar="DIR", help="directory to write to (default -: one YAML stream on stdout)"
@@ -53,4 +55,3 @@ def register(sub: Any) -> None:
         help="how often the training example checkpoints, e.g. the interval `hpctl plan` gives "
         f"(default {examples.CHECKPOINT_INTERVAL_MINUTES:g})",
     )
-    p.set_defaults(handler=cmd_render_examples, need_config=True)

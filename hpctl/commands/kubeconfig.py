@@ -49,6 +49,7 @@ def register(sub: Any) -> None:
     p = add_command(
         sub,
         "kubeconfig",
+        cmd_kubeconfig,
         "write (merge) or print the kubeconfig entry of the EKS cluster",
         "hpctl kubeconfig --kubeconfig ~/.kube/hyperpod --alias hyperpod-dev",
     )
@@ -59,4 +60,3 @@ def register(sub: Any) -> None:
     p.add_argument("--eks-cluster", help="EKS cluster name (default: <project>-eks, or the HyperPod orchestrator)")
     p.add_argument("--alias", help="context name (default: the EKS cluster ARN)")
     p.add_argument("--no-set-context", action="store_true", help="do not change current-context")
-    p.set_defaults(handler=cmd_kubeconfig)

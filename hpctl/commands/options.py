@@ -8,7 +8,7 @@ from typing import Any
 
 from hpctl import cluster as api
 from hpctl.errors import EXIT_CODE_TABLE, UsageError
-from hpctl.target import parse_duration
+from hpctl.target import Target, parse_duration
 from hpctl.wait import MIN_INTERVAL
 
 
@@ -31,11 +31,18 @@ def add_common(parser: argparse.ArgumentParser, suppress: bool) -> None:
     parser.add_argument("--debug", action="store_true", help="log every AWS request on stderr (botocore)", **unset)
 
 
-def add_command(sub: Any, name: str, help_text: str, example: str) -> argparse.ArgumentParser:
-    """A command with the common options, its help as description, and an epilog of example and exit codes."""
+Handler = Callable[[argparse.Namespace, Target, Any], int]
+
+
+def add_command(
+    sub: Any, name: str, handler: Handler, help_text: str, example: str, **defaults: bool
+) -> argparse.ArgumentParser:
+    """A command with the common options, its help as description, an epilog of example and exit codes, and
+    its handler. `defaults`: need_config=True for a command that reads the config file, need_cluster=False
+    for one that needs no cluster (hpctl.cli.main reads both)."""
     common = argparse.ArgumentParser(add_help=False)
     add_common(common, suppress=True)
-    return sub.add_parser(  # type: ignore[no-any-return]
+    parser: argparse.ArgumentParser = sub.add_parser(
         name,
         parents=[common],
         help=help_text,
@@ -43,6 +50,8 @@ def add_command(sub: Any, name: str, help_text: str, example: str) -> argparse.A
         epilog=f"example:\n  {example}\n\n{EXIT_CODE_TABLE}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.set_defaults(handler=handler, **defaults)
+    return parser
 
 
 def add_yes(p: argparse.ArgumentParser) -> None:

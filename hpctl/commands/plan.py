@@ -166,8 +166,10 @@ def register(sub: Any) -> None:
     p = add_command(
         sub,
         "plan",
+        cmd_plan,
         "checkpoint interval, goodput and spare instances per accelerated group, from a failure model",
         "hpctl plan --config config/prod.yaml --checkpoint-gib 500 --write-mib-per-s 4000",
+        need_config=True,
     )
     p.add_argument("--checkpoint-gib", type=float, required=True, metavar="G", help="size of one checkpoint, in GiB")
     p.add_argument("--group", help="only this instance group")
@@ -204,4 +206,3 @@ def register(sub: Any) -> None:
         help="estimate the rate from the cluster's ListClusterEvents history (falls back when too few)",
     )
     p.add_argument("--plot", metavar="FILE.png", help="also draw goodput against the checkpoint interval")
-    p.set_defaults(handler=cmd_plan, need_config=True)

@@ -108,6 +108,7 @@ def register(sub: Any) -> None:
         p = add_command(
             sub,
             action,
+            cmd_batch,
             f"{action} nodes ({what}, 25 per call) after a confirmation",
             f"hpctl {action} i-0123456789abcdef0 hyperpod-i-0fedcba9876543210 --dry-run\n"
             f"  hpctl {action} --group gpu-workers --status Failure --dry-run",
@@ -120,4 +121,3 @@ def register(sub: Any) -> None:
         )
         add_yes(p)
         p.add_argument("--dry-run", action="store_true", help="show the calls that would be made, call nothing")
-        p.set_defaults(handler=cmd_batch)

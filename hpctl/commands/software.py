@@ -63,13 +63,7 @@ def cmd_update_software(args: argparse.Namespace, t: Target, clients: Any) -> in
         return EXIT_OK
     if not args.json:
         print(f"software update started for {scope} of {arn}; waiting for it")
-    result = wait_for_cluster(
-        sm,
-        t.cluster,
-        timeout=timeout,
-        interval=pause,
-        check=software_updated(groups),
-    )
+    result = wait_for_cluster(sm, t.cluster, timeout=timeout, interval=pause, check=software_updated(groups))
     if args.json:
         print_json({"cluster_arn": arn, "request": request, "exit_code": result.exit_code,
                     "failure_message": result.failure_message})
@@ -86,6 +80,7 @@ def register(sub: Any) -> None:
     p = add_command(
         sub,
         "update-software",
+        cmd_update_software,
         "patch the node software (UpdateClusterSoftware) in rolling batches",
         "hpctl update-software --group gpu-workers --batch-percent 25 --wait-interval 300",
     )
@@ -114,4 +109,3 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--wait", action="store_true", help="wait until every group's software update has finished")
     add_polling(p, timeout="6h", interval="60s", when="with --wait")
-    p.set_defaults(handler=cmd_update_software)

@@ -242,20 +242,23 @@ def _follow_events(
 
 
 def register(sub: Any) -> None:
-    p = add_command(
+    add_command(
         sub,
         "clusters",
+        cmd_clusters,
         "every HyperPod cluster of the region: status, orchestrator, nodes current/target and by status",
         "hpctl clusters --region us-east-1",
+        need_cluster=False,
     )
-    p.set_defaults(handler=cmd_clusters, need_cluster=False)
 
-    p = add_command(sub, "status", "cluster status, failure message, instance groups and node counts", "hpctl status")
-    p.set_defaults(handler=cmd_status)
+    add_command(
+        sub, "status", cmd_status, "cluster status, failure message, instance groups and node counts", "hpctl status"
+    )
 
     p = add_command(
         sub,
         "nodes",
+        cmd_nodes,
         "list every node (all pages), filtered by group and status",
         "hpctl nodes --group gpu-workers --status Failure --json",
     )
@@ -264,11 +267,11 @@ def register(sub: Any) -> None:
         group="only this instance group (repeatable)",
         status="only this node status, e.g. Running, Pending, Failure (repeatable)",
     )
-    p.set_defaults(handler=cmd_nodes)
 
     p = add_command(
         sub,
         "wait",
+        cmd_wait,
         "wait until the cluster is InService, or with --for nodes also every group at its target count "
         "(exit 0), or Failed (exit 1); timeout exit 4",
         "hpctl wait --for nodes --timeout 3h --interval 60s",
@@ -282,11 +285,11 @@ def register(sub: Any) -> None:
         "(with continuous provisioning a cluster is InService before its nodes are all there)",
     )
     add_polling(p, timeout="2h", interval="30s")
-    p.set_defaults(handler=cmd_wait)
 
     p = add_command(
         sub,
         "events",
+        cmd_events,
         "recent cluster events (ListClusterEvents), oldest first",
         "hpctl events --level Warn --since 2h",
     )
@@ -300,4 +303,3 @@ def register(sub: Any) -> None:
     p.add_argument("--limit", type=positive, default=50, help="show at most this many, the newest (default 50)")
     p.add_argument("--follow", "-f", action="store_true", help="keep polling and print new events until Ctrl-C")
     add_polling(p, interval="30s", when="with --follow")
-    p.set_defaults(handler=cmd_events)
