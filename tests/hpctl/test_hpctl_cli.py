@@ -253,3 +253,13 @@ def test_no_hpctl_module_imports_the_cdk() -> None:
     assert result.returncode == 0, result.stderr
     count, bad = result.stdout.split(" ", 1)
     assert int(count) > len(cli.FAMILIES) and bad.strip() == "[]"
+
+
+def test_the_layout_table_of_the_docs_names_every_family_and_its_commands() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "hpctl.md").read_text(encoding="utf-8")
+    section = page.split("## How the code is laid out", 1)[1]
+    documented = {
+        module: re.findall(r"`([^`]+)`", commands)
+        for module, commands in re.findall(r"^\| `(\w+\.py)` \| (.+) \|$", section, flags=re.MULTILINE)
+    }
+    assert documented == {f"{f.__name__.rsplit('.', 1)[1]}.py": _commands_of(f) for f in cli.FAMILIES}
