@@ -13,8 +13,8 @@ import yaml
 from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, moto_cluster, stubbed
 from moto import mock_aws
 
-from hpctl import cli
 from hpctl import cluster as api
+from hpctl.commands import access, terminal
 
 IDS = [f"i-{n:017x}" for n in range(60)]
 BASE = ("--cluster", CLUSTER, "--region", REGION)
@@ -45,9 +45,9 @@ TARGET = "sagemaker-cluster:abc123def456_workers-i-0123456789abcdef0"
 
 
 def test_connect_without_the_tools_prints_the_command_and_exits_1(run, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli.shutil, "which", lambda tool: None)
+    monkeypatch.setattr(access.shutil, "which", lambda tool: None)
     called = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda *a, **k: called.append(a) or 0)
+    monkeypatch.setattr(access.subprocess, "call", lambda *a, **k: called.append(a) or 0)
     code, out, err = run(
         "connect", "hyperpod-i-0123456789abcdef0", *BASE, clients={"sagemaker": _connect_stub()}
     )
@@ -58,15 +58,15 @@ def test_connect_without_the_tools_prints_the_command_and_exits_1(run, monkeypat
 
 
 def test_connect_print_exits_0(run, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli.shutil, "which", lambda tool: None)
+    monkeypatch.setattr(access.shutil, "which", lambda tool: None)
     code, out, _ = run("connect", "i-0123456789abcdef0", *BASE, "--print", clients={"sagemaker": _connect_stub()})
     assert code == 0 and out.startswith("aws ssm start-session")
 
 
 def test_connect_starts_the_session_when_tools_are_there(run, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(access.shutil, "which", lambda tool: f"/usr/bin/{tool}")
     called = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda argv: called.append(argv) or 0)
+    monkeypatch.setattr(access.subprocess, "call", lambda argv: called.append(argv) or 0)
     code, _, _ = run("connect", "i-0123456789abcdef0", *BASE, clients={"sagemaker": _connect_stub()})
     assert code == 0
     assert called == [["aws", "ssm", "start-session", "--target", TARGET, "--region", REGION]]
@@ -117,8 +117,8 @@ def test_ssh_config_json_with_moto(run, config_file: Path) -> None:
 def tty(monkeypatch: pytest.MonkeyPatch):
     """Pretend stdin is a terminal; returns a function setting the answer to the prompt."""
     answers: list[str] = []
-    monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
-    monkeypatch.setattr(cli, "_ask", lambda prompt: answers.pop(0))
+    monkeypatch.setattr(terminal, "_stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(terminal, "_ask", lambda prompt: answers.pop(0))
     return answers.append
 
 
@@ -167,7 +167,7 @@ def test_answering_yes_sends(run, tty) -> None:
 
 
 def test_without_a_terminal_and_without_yes_it_refuses(run, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: False)
+    monkeypatch.setattr(terminal, "_stdin_is_terminal", lambda: False)
     client, _ = stubbed("sagemaker")
     code, _, err = run("reboot", IDS[0], *BASE, clients={"sagemaker": client})
     assert code == 2
@@ -306,6 +306,16 @@ def test_update_software_all_groups_with_instance_count_batches(run) -> None:
         clients={"sagemaker": client},
     )
     assert code == 0 and data["cluster_arn"] == CLUSTER_ARN
+
+
+@pytest.mark.parametrize(
+    ("option", "error"), [("--interval=1s", "--interval 1s is too short"), ("--timeout=soon", "not a duration")]
+)
+def test_update_software_wait_checks_its_durations_before_sending_anything(run, option: str, error: str) -> None:
+    client, _ = stubbed("sagemaker")  # no response queued: any call would end the command with exit 3
+    code, out, err = run("update-software", *BASE, "--wait", option, "--yes", clients={"sagemaker": client})
+    assert (code, out) == (2, "")
+    assert error in err and len(err.splitlines()) == 1
 
 
 def test_update_software_unknown_group_is_refused(run) -> None:

@@ -1,7 +1,10 @@
-"""Help texts, exit codes, config and AWS error handling of the hpctl entry point."""
+"""Help texts, exit codes, config and AWS error handling of the hpctl entry point; the command families of
+hpctl/commands: every command is listed, and the shared options work alike on all."""
 
 from __future__ import annotations
 
+import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +166,100 @@ def test_clients_use_retries_with_backoff() -> None:
     client = Clients(REGION)("sagemaker")
     assert client.meta.config.retries["mode"] == "adaptive"
     assert client.meta.region_name == REGION
+
+
+# --- command families and shared options ---------------------------------------------------------
+# What a command needs besides the shared options before it parses.
+REQUIRED = {"connect": ["i-0123456789abcdef0"], "plan": ["--checkpoint-gib", "5"]}
+SHARED = ["--cluster", "c1", "--config", "other.yaml", "--region", "eu-west-1", "--profile", "ops", "--json", "--debug"]
+SHARED_VALUES = {
+    "cluster": "c1",
+    "config": "other.yaml",
+    "region": "eu-west-1",
+    "profile": "ops",
+    "json": True,
+    "debug": True,
+}
+
+
+def _commands_of(family: object) -> list[str]:
+    sub = argparse.ArgumentParser().add_subparsers()
+    family.register(sub)  # type: ignore[attr-defined]
+    return list(sub.choices)
+
+
+def test_each_command_belongs_to_one_family_and_the_top_level_help_lists_them_all(run) -> None:
+    by_family = [_commands_of(family) for family in cli.FAMILIES]
+    every = [name for names in by_family for name in names]
+    assert all(by_family), "a family that registers no command"
+    assert len(every) == len(set(every)), "a command registered by two families"
+    assert sorted(every) == SUBCOMMANDS
+    code, out, _ = run("--help")
+    assert code == 0
+    listed = re.findall(r"^ {4}(\S+)", out.split("COMMAND")[-1], flags=re.MULTILINE)
+    assert listed == every  # in the order of FAMILIES
+
+
+@pytest.mark.parametrize("command", SUBCOMMANDS)
+def test_every_command_takes_the_shared_options_before_or_after_it(command: str) -> None:
+    parse = cli.build_parser().parse_args
+    after = vars(parse([command, *REQUIRED.get(command, []), *SHARED]))
+    before = vars(parse([*SHARED, command, *REQUIRED.get(command, [])]))
+    assert {key: after[key] for key in SHARED_VALUES} == SHARED_VALUES
+    assert {key: before[key] for key in SHARED_VALUES} == SHARED_VALUES
+    bare = vars(parse([command, *REQUIRED.get(command, [])]))
+    assert {key: bare[key] for key in SHARED_VALUES} == {
+        "cluster": None, "config": None, "region": None, "profile": None, "json": False, "debug": False
+    }
+
+
+def _option(command: str, flag: str) -> argparse.Action | None:
+    parser = cli.build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    return next((a for a in parser._actions if flag in a.option_strings), None)
+
+
+def test_the_commands_that_change_something_take_yes_alike() -> None:
+    confirming = [c for c in SUBCOMMANDS if _option(c, "--yes") is not None]
+    assert confirming == ["pre-destroy", "reboot", "replace", "update-software"]
+    for command in confirming:
+        action = _option(command, "--yes")
+        assert action is not None
+        assert (action.option_strings, action.default, action.help) == (
+            ["--yes", "-y"], False, "do not ask for confirmation"
+        )
+        parse = cli.build_parser().parse_args
+        assert parse([command, "-y"]).yes is parse([command, "--yes"]).yes is True
+
+
+@pytest.mark.parametrize("argv", [["wait", "--interval", "4s"], ["events", "--follow", "--interval", "2s"]])
+def test_an_interval_below_the_floor_is_refused_in_one_line(run, argv: list[str]) -> None:
+    code, out, err = run(*argv, "--cluster", "c1", "--region", "us-west-2")
+    assert (code, out) == (2, "")
+    assert err == f"hpctl: --interval {argv[-1]} is too short: at least 5s between polls\n"
+
+
+def test_no_hpctl_module_imports_the_cdk() -> None:
+    """Every module of the package, command families included, loads without aws-cdk-lib (the light install)."""
+    root = Path(__file__).resolve().parents[2]
+    probe = (
+        "import importlib, pkgutil, sys, hpctl\n"
+        "names = [m.name for m in pkgutil.walk_packages(hpctl.__path__, 'hpctl.')]\n"
+        "names = [n for n in names if n not in ('hpctl.__main__', 'hpctl.plan_plot')]\n"
+        "for name in names: importlib.import_module(name)\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('aws_cdk', 'jsii', 'constructs', 'cdk_nag'))\n"
+        "print(len(names), repr(bad))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=root, timeout=60)
+    assert result.returncode == 0, result.stderr
+    count, bad = result.stdout.split(" ", 1)
+    assert int(count) > len(cli.FAMILIES) and bad.strip() == "[]"
+
+
+def test_the_layout_table_of_the_docs_names_every_family_and_its_commands() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "hpctl.md").read_text(encoding="utf-8")
+    section = page.split("## How the code is laid out", 1)[1]
+    documented = {
+        module: re.findall(r"`([^`]+)`", commands)
+        for module, commands in re.findall(r"^\| `(\w+\.py)` \| (.+) \|$", section, flags=re.MULTILINE)
+    }
+    assert documented == {f"{f.__name__.rsplit('.', 1)[1]}.py": _commands_of(f) for f in cli.FAMILIES}

@@ -12,6 +12,7 @@ from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, con
 from moto import mock_aws
 
 from hpctl import cli, preflight
+from hpctl.commands import terminal
 from hpctl.target import parse_duration, resolve
 
 BASE = ("--cluster", CLUSTER, "--region", REGION)
@@ -26,8 +27,8 @@ def one_line_exit_2(code: int, err: str) -> bool:
 def tty(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Answer 'n' to every prompt and keep the prompts."""
     prompts: list[str] = []
-    monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
-    monkeypatch.setattr(cli, "_ask", lambda prompt: prompts.append(prompt) or "n")
+    monkeypatch.setattr(terminal, "_stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(terminal, "_ask", lambda prompt: prompts.append(prompt) or "n")
     return prompts
 
 

@@ -13,51 +13,11 @@ from typing import Any
 
 from hpctl import cluster as api
 from hpctl import plan
+from hpctl.commands.options import add_command
 from hpctl.errors import EXIT_OK, UsageError
 from hpctl.examples import accelerators
 from hpctl.output import print_json, print_table
 from hpctl.target import Target
-
-HELP = "checkpoint interval, goodput and spare instances per accelerated group, from a failure model"
-EXAMPLE = "hpctl plan --config config/prod.yaml --checkpoint-gib 500 --write-mib-per-s 4000"
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint-gib", type=float, required=True, metavar="G", help="size of one checkpoint, in GiB")
-    p.add_argument("--group", help="only this instance group")
-    p.add_argument(
-        "--write-mib-per-s",
-        type=float,
-        metavar="W",
-        help="checkpoint write throughput in MiB/s (required when storage.fsx_lustre is off; overrides FSx's)",
-    )
-    p.add_argument(
-        "--restart-minutes",
-        type=float,
-        default=plan.DEFAULT_RESTART_MINUTES,
-        metavar="R",
-        help=f"minutes from an interruption to training again (default {plan.DEFAULT_RESTART_MINUTES:g})",
-    )
-    p.add_argument(
-        "--repair-hours",
-        type=float,
-        default=plan.DEFAULT_REPAIR_HOURS,
-        metavar="H",
-        help=f"hours to replace a failed instance, for the spares (default {plan.DEFAULT_REPAIR_HOURS:g})",
-    )
-    rate = p.add_mutually_exclusive_group()
-    rate.add_argument(
-        "--failures-per-accelerator-hour",
-        type=float,
-        metavar="F",
-        help=f"interruption rate (default {plan.DEFAULT_FAILURES_PER_ACCELERATOR_HOUR:.4g}: {plan.DEFAULT_SOURCE})",
-    )
-    rate.add_argument(
-        "--from-events",
-        action="store_true",
-        help="estimate the rate from the cluster's ListClusterEvents history (falls back when too few)",
-    )
-    p.add_argument("--plot", metavar="FILE.png", help="also draw goodput against the checkpoint interval")
 
 
 def _positive(name: str, value: float, allow_zero: bool = False) -> float:
@@ -140,7 +100,7 @@ def _require_matplotlib() -> None:
         ) from None
 
 
-def run(args: argparse.Namespace, t: Target, clients: Any) -> int:
+def cmd_plan(args: argparse.Namespace, t: Target, clients: Any) -> int:
     cfg = t.cfg
     checkpoint_gib = _positive("--checkpoint-gib", args.checkpoint_gib)
     restart_minutes = _positive("--restart-minutes", args.restart_minutes, allow_zero=True)
@@ -200,3 +160,49 @@ def run(args: argparse.Namespace, t: Target, clients: Any) -> int:
     if args.plot:
         print(f"plot written to {args.plot}")
     return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    p = add_command(
+        sub,
+        "plan",
+        cmd_plan,
+        "checkpoint interval, goodput and spare instances per accelerated group, from a failure model",
+        "hpctl plan --config config/prod.yaml --checkpoint-gib 500 --write-mib-per-s 4000",
+        need_config=True,
+    )
+    p.add_argument("--checkpoint-gib", type=float, required=True, metavar="G", help="size of one checkpoint, in GiB")
+    p.add_argument("--group", help="only this instance group")
+    p.add_argument(
+        "--write-mib-per-s",
+        type=float,
+        metavar="W",
+        help="checkpoint write throughput in MiB/s (required when storage.fsx_lustre is off; overrides FSx's)",
+    )
+    p.add_argument(
+        "--restart-minutes",
+        type=float,
+        default=plan.DEFAULT_RESTART_MINUTES,
+        metavar="R",
+        help=f"minutes from an interruption to training again (default {plan.DEFAULT_RESTART_MINUTES:g})",
+    )
+    p.add_argument(
+        "--repair-hours",
+        type=float,
+        default=plan.DEFAULT_REPAIR_HOURS,
+        metavar="H",
+        help=f"hours to replace a failed instance, for the spares (default {plan.DEFAULT_REPAIR_HOURS:g})",
+    )
+    rate = p.add_mutually_exclusive_group()
+    rate.add_argument(
+        "--failures-per-accelerator-hour",
+        type=float,
+        metavar="F",
+        help=f"interruption rate (default {plan.DEFAULT_FAILURES_PER_ACCELERATOR_HOUR:.4g}: {plan.DEFAULT_SOURCE})",
+    )
+    rate.add_argument(
+        "--from-events",
+        action="store_true",
+        help="estimate the rate from the cluster's ListClusterEvents history (falls back when too few)",
+    )
+    p.add_argument("--plot", metavar="FILE.png", help="also draw goodput against the checkpoint interval")

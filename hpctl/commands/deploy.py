@@ -1,0 +1,86 @@
+"""Before a deploy: preflight (read-only checks of the account and the synthesized templates) and drift
+(the deployed cluster against the config). The checks themselves are in hpctl/preflight.py and hpctl/drift.py."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from hpctl import cluster as api
+from hpctl import drift, preflight
+from hpctl.commands.options import add_command
+from hpctl.commands.terminal import err
+from hpctl.errors import EXIT_FAILED, EXIT_OK, UsageError
+from hpctl.output import print_json, print_table
+from hpctl.target import DEFAULT_CONFIG, Target
+
+
+def cmd_drift(args: argparse.Namespace, t: Target, clients: Any) -> int:
+    if t.cluster != t.cfg.hyperpod.cluster_name:
+        err(
+            f"warning: comparing cluster {t.cluster} with the config of {t.cfg.hyperpod.cluster_name} "
+            f"({args.config or DEFAULT_CONFIG})"
+        )
+    deployed = api.find_cluster(clients("sagemaker"), t.cluster)
+    changes = drift.compare(deployed, t.cfg)
+    if args.json:
+        print_json(
+            {
+                "cluster": t.cluster,
+                "drift": bool(changes),
+                "replaces_cluster": drift.replaces_cluster(changes),
+                "changes": drift.changes_json(changes),
+            }
+        )
+        return EXIT_FAILED if changes else EXIT_OK
+    if not changes:
+        print(f"no drift: {t.cluster} matches {args.config or DEFAULT_CONFIG}")
+        return EXIT_OK
+    print(f"cdk deploy would change {t.cluster}:")
+    print_table(
+        ["GROUP", "FIELD", "DEPLOYED", "CONFIG", "EFFECT"],
+        [[c.group, c.field, c.deployed, c.config, c.effect] for c in changes],
+    )
+    if drift.replaces_cluster(changes):
+        err(
+            "WARNING: a create-only field changes: cdk deploy would REPLACE the whole HyperPod cluster "
+            "and lose every node. Use a new instance group instead."
+        )
+    return EXIT_FAILED
+
+
+def cmd_preflight(args: argparse.Namespace, t: Target, clients: Any) -> int:
+    cdk_out = Path(args.cdk_out)
+    if not cdk_out.is_dir():
+        raise UsageError(f"--cdk-out {cdk_out} is not a directory: run `cdk synth` first or pass its output")
+    checks = preflight.run_all(t.cfg, clients, cdk_out)
+    failed = [c for c in checks if c.verdict == preflight.FAIL]
+    if args.json:
+        print_json({"ok": not failed, "checks": preflight.checks_json(checks)})
+    else:
+        print_table(["CHECK", "VERDICT", "REASON"], [[c.name, c.verdict.upper(), c.reason] for c in checks])
+        warned = sum(c.verdict == preflight.WARN for c in checks)
+        print(f"\n{len(checks)} checks: {len(failed)} failed, {warned} warnings")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def register(sub: Any) -> None:
+    add_command(
+        sub,
+        "drift",
+        cmd_drift,
+        "compare the deployed cluster with the config (exit 1 on drift)",
+        "hpctl drift --config config/prod.yaml",
+        need_config=True,
+    )
+
+    p = add_command(
+        sub,
+        "preflight",
+        cmd_preflight,
+        "read-only checks before cdk deploy (exit 1 when one fails)",
+        "cdk synth && hpctl preflight --cdk-out cdk.out",
+        need_config=True,
+    )
+    p.add_argument("--cdk-out", default="cdk.out", metavar="DIR", help="synthesized templates (default cdk.out)")

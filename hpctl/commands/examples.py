@@ -1,0 +1,57 @@
+"""For data scientists: render-examples writes the example manifests for the config (hpctl/examples.py)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from hpctl import examples
+from hpctl.commands.options import add_command, bounded, positive
+from hpctl.errors import EXIT_OK, UsageError
+from hpctl.output import print_json
+from hpctl.target import Target
+
+
+def cmd_render_examples(args: argparse.Namespace, t: Target, clients: Any) -> int:
+    minutes = args.checkpoint_interval_minutes
+    if not 0 < minutes < float("inf"):  # also refuses NaN
+        raise UsageError(f"--checkpoint-interval-minutes must be more than zero, got {minutes:g}")
+    files = examples.render(t.cfg, gpus=args.gpus, efa=args.efa, checkpoint_interval_minutes=minutes)
+    if args.out == "-":
+        print(examples.stream(files), end="")
+        return EXIT_OK
+    written, removed = examples.write(files, Path(args.out))
+    if args.json:
+        print_json({"written": [str(p) for p in written], "removed": [str(p) for p in removed]})
+    else:
+        for path in written:
+            print(f"wrote {path}")
+        for path in removed:
+            print(f"removed {path} (an earlier rendering; this config makes no such file)")
+    return EXIT_OK
+
+
+def register(sub: Any) -> None:
+    p = add_command(
+        sub,
+        "render-examples",
+        cmd_render_examples,
+        "write the data-scientist manifests (training with auto-resume, inference, NCCL smoke test) for the config",
+        "hpctl render-examples --config config/prod.yaml --out my-examples\n"
+        "  hpctl render-examples --config config/prod.yaml | kubectl apply -f -",
+        need_config=True,
+    )
+    p.add_argument(
+        "--out", default="-", metavar="DIR", help="directory to write to (default -: one YAML stream on stdout)"
+    )
+    p.add_argument("--gpus", type=positive, help="NVIDIA GPUs per node (needed for a type not in hpctl's table)")
+    p.add_argument("--efa", type=bounded(0), help="EFA devices per node (default: hpctl's table, else 0)")
+    p.add_argument(
+        "--checkpoint-interval-minutes",
+        type=float,
+        default=examples.CHECKPOINT_INTERVAL_MINUTES,
+        metavar="M",
+        help="how often the training example checkpoints, e.g. the interval `hpctl plan` gives "
+        f"(default {examples.CHECKPOINT_INTERVAL_MINUTES:g})",
+    )

@@ -1,0 +1,32 @@
+"""What a command says on stderr, and the confirmation it asks for on the terminal before a change."""
+
+from __future__ import annotations
+
+import sys
+
+from hpctl.errors import UsageError
+from hpctl.output import is_terminal
+
+
+def err(message: str) -> None:
+    """A line on stderr, after `hpctl: `."""
+    print(f"hpctl: {message}", file=sys.stderr)
+
+
+def _ask(prompt: str) -> str:  # replaced in tests
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    return input()
+
+
+def _stdin_is_terminal() -> bool:  # replaced in tests
+    return is_terminal(sys.stdin)
+
+
+def confirm(question: str, yes: bool) -> bool:
+    """True with --yes or a "y" answer; UsageError when it would have to ask but stdin is not a terminal."""
+    if yes:
+        return True
+    if not _stdin_is_terminal():
+        raise UsageError(f"{question.rstrip('?')}: needs confirmation; stdin is not a terminal, pass --yes")
+    return _ask(f"{question} [y/N] ").strip().lower() in {"y", "yes"}
