@@ -51,14 +51,14 @@ def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
     # switches the deployed stack's protection when this changes (aws-cdk CLI 2.1148.1, lib/index.js:
     # updateTerminationProtection), so `termination_protection: false` then `cdk destroy` works.
     network, eks, hyperpod = stack("network", protect=False), stack("eks"), stack("hyperpod")
-    eks.add_dependency(network)
-    hyperpod.add_dependency(eks)
+    eks.add_stack_dependency(network)
+    hyperpod.add_stack_dependency(eks)
     # Observability's and storage's add-ons need running HyperPod nodes: their stacks come after HyperPod's.
     observability = stack("observability") if config.observability.any_enabled else None
     storage = stack("storage") if config.storage.fsx_lustre.enabled else None
     for later in (observability, storage):
         if later is not None:
-            later.add_dependency(hyperpod)
+            later.add_stack_dependency(hyperpod)
     scripts_dir = Path(config.hyperpod.lifecycle_scripts_dir)
     parts = compose(
         config,

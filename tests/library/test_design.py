@@ -1,0 +1,92 @@
+"""docs/design.md is true: the module that builds each resource, and what the optional stacks import."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from aws_cdk import CfnResource, Stack
+
+from tests.conftest import ROOT
+
+DESIGN = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+VARIANTS = ["default_synth", "variant_synth", "fsx_synth", "byo_synth"]
+
+
+def _table(heading_text: str) -> dict[str, set[str]]:
+    """First column (a path or construct name in backticks) -> the resource types listed in the last column."""
+    section = DESIGN.split(heading_text, 1)[1]
+    rows: dict[str, set[str]] = {}
+    for line in section.splitlines()[2:]:
+        if not line.startswith("|"):
+            if rows:
+                break
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0].startswith("---"):
+            continue
+        rows[re.findall(r"`([^`]+)`", cells[0])[0]] = set(re.findall(r"`((?:AWS|Custom)::[^`]+)`", cells[-1]))
+    return rows
+
+
+MODULES = _table("| module | resource types it builds |")
+SINGLETONS = _table("| stack-level construct | asked for by | resource types |")
+
+
+def _builder(resource: CfnResource) -> str | None:
+    """The repository path of the module of the nearest construct of this library enclosing ``resource``."""
+    for scope in reversed(resource.node.scopes):
+        if type(scope).__module__.startswith(("infra.", "stacks.")) and not isinstance(scope, Stack):
+            return Path(inspect.getsourcefile(type(scope))).resolve().relative_to(ROOT).as_posix()
+    return None
+
+
+@pytest.fixture(scope="module")
+def built(request) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    by_module: dict[str, set[str]] = defaultdict(set)
+    by_singleton: dict[str, set[str]] = defaultdict(set)
+    for name in VARIANTS:
+        for stack in request.getfixturevalue(name).app.stacks:
+            for construct in stack.node.find_all():
+                if isinstance(construct, CfnResource):
+                    module = _builder(construct)
+                    if module is not None:
+                        by_module[module].add(construct.cfn_resource_type)
+                    else:
+                        top = construct.node.scopes[2].node.id
+                        key = next((k for k in SINGLETONS if top.startswith(k.rstrip("…"))), top)
+                        by_singleton[key].add(construct.cfn_resource_type)
+    return by_module, by_singleton
+
+
+def test_each_module_row_lists_exactly_the_types_it_builds(built):
+    by_module, _ = built
+    assert {m: sorted(t) for m, t in by_module.items()} == {m: sorted(t) for m, t in MODULES.items()}
+    for module in MODULES:
+        assert (ROOT / module).is_file(), module
+
+
+def test_the_only_unenclosed_resources_are_the_listed_stack_singletons(built):
+    _, by_singleton = built
+    assert {k: sorted(v) for k, v in by_singleton.items()} == {k: sorted(v) for k, v in SINGLETONS.items()}
+    section = DESIGN.split("| stack-level construct |", 1)[1]
+    for requester in re.findall(r"\| `(infra/[^`]+)` \|", section):
+        assert (ROOT / requester).is_file(), requester
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_optional_stacks_import_only_what_the_hyperpod_stack_imports(request, variant):
+    """So their exports exist whether observability and storage are on or off."""
+    synth = request.getfixturevalue(variant)
+
+    def imports(part: str) -> set[str]:
+        return set(re.findall(r'"Fn::ImportValue": "([^"]+)"', json.dumps(synth.template(part))))
+
+    optional = [p for p in ("observability", "storage") if f"{synth.config.project}-{p}" in synth.templates]
+    assert optional
+    for part in optional:
+        assert imports(part) <= imports("hyperpod"), part
