@@ -29,7 +29,7 @@ def _worth_showing(value: Any) -> bool:
 def problem(key: str, value: Any, reason: str) -> str:
     """One problem as every config refusal shows it: ``<key>: <reason> (got <value>)``."""
     shown = f" (got {_cap(repr(value), MAX_VALUE)})" if _worth_showing(value) else ""
-    return _cap(f"{key}: {reason}{shown}")
+    return f"{key}: {reason}{shown}"
 
 
 class ConfigError(ValueError):
@@ -68,7 +68,8 @@ class ConfigError(ValueError):
         """One error for several (key, value, reason) problems; the first gives key, value and reason."""
         key, value, reason = problems[0] if problems else ("<root>", None, "invalid")
         error = cls(key, value, reason, source=source)
-        error.problems = [problem(*p) for p in problems] or error.problems
+        # A validator's reason may quote the value at length: each problem is capped, not only the value.
+        error.problems = [_cap(problem(*p)) for p in problems] or error.problems
         error.args = (error._render(),)
         return error
 
