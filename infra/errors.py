@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 # A value, and a problem reported by the validator (which may quote the value), are shown in at most this
@@ -14,10 +15,30 @@ def _cap(text: str, limit: int = MAX_PROBLEM) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _worth_showing(value: Any) -> bool:
+    """Whether ``(got <value>)`` is shown: not for None (nothing to show: the reason says it, or there is no
+    value), nor for nested mappings and lists (a dump of a whole section says less than the key does)."""
+    if value is None:
+        return False
+    if isinstance(value, dict | list):
+        items = value.values() if isinstance(value, dict) else value
+        return not any(isinstance(v, dict | list) for v in items)
+    return True
+
+
+def problem(key: str, value: Any, reason: str) -> str:
+    """One problem as every config refusal shows it: ``<key>: <reason> (got <value>)``."""
+    shown = f" (got {_cap(repr(value), MAX_VALUE)})" if _worth_showing(value) else ""
+    return f"{key}: {reason}{shown}"
+
+
 class ConfigError(ValueError):
     """A configuration mistake, reported before anything reaches AWS.
 
-    Subclasses ValueError so that pydantic validators may raise it and keep it as the error's cause.
+    Raised by code that checks the config outside its schema (the file reader, the constructs, the lock);
+    validators inside the schema raise ``infra.config.base.refusal`` instead, which ``parse_config`` turns
+    into this error with the same rendering. The message is one line:
+    ``Invalid configuration in <source>: <key>: <reason> (got <value>); <next problem>...``.
     """
 
     def __init__(self, key: str, value: Any, reason: str, *, source: str | None = None) -> None:
@@ -30,8 +51,7 @@ class ConfigError(ValueError):
 
     @property
     def detail(self) -> str:
-        shown = "" if self.value is None else f" (got {_cap(repr(self.value), MAX_VALUE)})"
-        return f"{self.key}: {self.reason}{shown}"
+        return problem(self.key, self.value, self.reason)
 
     def _render(self) -> str:
         where = f" in {self.source}" if self.source else ""
@@ -44,10 +64,12 @@ class ConfigError(ValueError):
         return copy
 
     @classmethod
-    def many(cls, source: str, problems: list[str]) -> ConfigError:
-        first = problems[0] if problems else "<root>: invalid"
-        error = cls(first.split(":", 1)[0], None, first.split(":", 1)[-1].strip(), source=source)
-        error.problems = [_cap(p) for p in problems]
+    def many(cls, source: str, problems: Sequence[tuple[str, Any, str]]) -> ConfigError:
+        """One error for several (key, value, reason) problems; the first gives key, value and reason."""
+        key, value, reason = problems[0] if problems else ("<root>", None, "invalid")
+        error = cls(key, value, reason, source=source)
+        # A validator's reason may quote the value at length: each problem is capped, not only the value.
+        error.problems = [_cap(problem(*p)) for p in problems] or error.problems
         error.args = (error._render(),)
         return error
 

@@ -1,8 +1,11 @@
-"""IP planning for HyperPod subnets: how many VPC IPs each instance of a type takes in EKS mode."""
+"""IP planning: how a new VPC's CIDR is carved into control-plane subnets, and how many VPC IPs each HyperPod
+instance of a type takes in EKS mode."""
 
 from __future__ import annotations
 
 import ipaddress
+import math
+from collections.abc import Sequence
 
 # In EKS mode a HyperPod instance takes the VPC CNI pool of its primary network card (the IPv4
 # addresses per ENI of that type) plus one address for each additional network card (EFA).
@@ -74,3 +77,19 @@ def ips_per_instance(instance_type: str) -> int:
 
 def subnet_capacity(cidr: ipaddress.IPv4Network) -> int:
     return cidr.num_addresses - RESERVED_PER_SUBNET
+
+
+def control_plane_layout(
+    vpc_cidr: ipaddress.IPv4Network, az_ids: Sequence[str]
+) -> list[tuple[str, ipaddress.IPv4Network, ipaddress.IPv4Network]]:
+    """(az_id, private CIDR, public CIDR) per control-plane AZ, carved from ``vpc_cidr``.
+
+    The VPC CIDR is split into 2^k equal blocks (2^k > number of AZs): the first blocks become the
+    private subnets, the last block is split again into the small public subnets for NAT gateways.
+    """
+    count = len(az_ids)
+    split = math.ceil(math.log2(count + 1))
+    blocks = list(vpc_cidr.subnets(prefixlen_diff=split))
+    public_split = max(1, math.ceil(math.log2(count)))
+    publics = list(blocks[-1].subnets(prefixlen_diff=public_split))
+    return [(az, blocks[i], publics[i]) for i, az in enumerate(az_ids)]

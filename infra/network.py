@@ -13,6 +13,7 @@ from constructs import Construct
 from infra.common import acknowledge, retention
 from infra.config import NetworkConfig
 from infra.errors import ConfigError
+from infra.ip_plan import control_plane_layout
 
 # Interface endpoints a closed network needs for HyperPod nodes, EKS and the operator tooling.
 CLOSED_NETWORK_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
@@ -35,7 +36,7 @@ class HyperPodNetwork(Construct):
 
     New VPC (``config.existing_vpc_id`` unset):
       - one private and one public subnet per ``control_plane_az_ids`` entry, placed by AZ ID and carved
-        from ``vpc_cidr`` (see ``NetworkConfig.control_plane_layout``);
+        from ``vpc_cidr`` (see ``infra.ip_plan.control_plane_layout``);
       - NAT gateways per AZ or a single one (``nat_gateways``);
       - each ``hyperpod_subnets`` entry as a secondary VPC CIDR holding one private subnet, placed by AZ
         ID, routed to the NAT gateway of the same AZ ID when there is one;
@@ -131,7 +132,7 @@ class HyperPodNetwork(Construct):
 
         public: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
         private: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
-        for az_id, private_cidr, public_cidr in config.control_plane_layout():
+        for az_id, private_cidr, public_cidr in control_plane_layout(config.vpc_cidr, config.control_plane_az_ids):
             pub = self._subnet(f"Public-{az_id}", vpc, az_id, str(public_cidr), role="kubernetes.io/role/elb")
             route = ec2.CfnRoute(
                 self, f"Public-{az_id}-Default", route_table_id=pub[1].ref,

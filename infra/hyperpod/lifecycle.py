@@ -15,6 +15,7 @@ from constructs import Construct
 from infra.common import acknowledge, nag_name
 from infra.config import LifecycleOptions
 from infra.errors import ConfigError
+from infra.hyperpod.lifecycle_render import render_lifecycle_env
 
 LIFECYCLE_PREFIX = "lifecycle"
 CONFIG_FILE_NAME = "lifecycle_config.env"
@@ -131,7 +132,7 @@ class LifecycleScripts(Construct):
             destination_key_prefix=f"{LIFECYCLE_PREFIX}/",
             sources=[
                 s3deploy.Source.asset(str(scripts_dir), exclude=["*.md", "*.example", ".*"]),
-                s3deploy.Source.data(CONFIG_FILE_NAME, options.render()),
+                s3deploy.Source.data(CONFIG_FILE_NAME, render_lifecycle_env(options)),
             ],
             prune=True,
             retain_on_delete=removal_policy == RemovalPolicy.RETAIN,

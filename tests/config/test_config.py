@@ -13,6 +13,7 @@ import yaml
 
 from infra.config import az_id_prefix, load_config, parse_config
 from infra.errors import ConfigError
+from infra.hyperpod.lifecycle_render import render_lifecycle_env
 from infra.ip_plan import ips_per_instance, subnet_capacity
 from tests.conftest import ROOT, default_config_data, mutate
 
@@ -71,8 +72,8 @@ REFUSALS = [
     ("no ml prefix", group(instance_type="p5.48xlarge"), "hyperpod.instance_groups.0.instance_type", "'ml.'"),
     ("unknown instance type", group(instance_type="ml.g5.9xlarge"), "hyperpod.instance_groups.0.instance_type",
      "ml.g5.9xlarge"),
-    ("connectivity on one node", group(deep_health_checks=["InstanceConnectivity"]), "hyperpod.instance_groups.0",
-     "InstanceConnectivity needs at least 2"),
+    ("connectivity on one node", group(deep_health_checks=["InstanceConnectivity"]),
+     "hyperpod.instance_groups.0.deep_health_checks", "InstanceConnectivity needs at least 2"),
     ("unknown deep health check", group(deep_health_checks=["InstanceMagic"]),
      "hyperpod.instance_groups.0.deep_health_checks.0", "InstanceMagic"),
     ("public endpoint without cidrs", {"eks": {"endpoint": "public_and_private"}}, "eks.public_access_cidrs",
@@ -93,7 +94,7 @@ REFUSALS = [
      "only used"),
     ("endpoint value", {"eks": {"endpoint": "public"}}, "eks.endpoint", "public"),
     ("nat value", {"network": {"nat_gateways": "two"}}, "network.nat_gateways", "two"),
-    ("old vpc cni", {"eks": {"addon_versions": {"vpc-cni": "v1.18.2-eksbuild.1"}}}, "eks.addon_versions",
+    ("old vpc cni", {"eks": {"addon_versions": {"vpc-cni": "v1.18.2-eksbuild.1"}}}, "eks.addon_versions.vpc-cni",
      "v1.18.3"),
     ("admin arn", {"eks": {"admin_principal_arns": ["PlatformAdmin"]}}, "eks.admin_principal_arns.0",
      "PlatformAdmin"),
@@ -177,7 +178,7 @@ def test_missing_file_and_bad_yaml(tmp_path):
         load_config(broken)
     scalar = tmp_path / "scalar.yaml"
     scalar.write_text("just a string\n")
-    with pytest.raises(ConfigError, match="must be a YAML mapping"):
+    with pytest.raises(ConfigError, match=r"^Invalid configuration in .*scalar.yaml: <root>: must be a YAML mapping"):
         load_config(scalar)
 
 
@@ -239,6 +240,46 @@ def test_rendered_lifecycle_settings_are_keys_the_script_knows():
     script = (ROOT / "lifecycle_scripts" / "on_create.sh").read_text()
     known_line = next(line for line in script.splitlines() if line.startswith("readonly KNOWN_KEYS="))
     known = set(known_line.split("=", 1)[1].strip('"').split())
-    rendered = load_config(ROOT / "config" / "default.yaml").hyperpod.lifecycle.render()
+    rendered = render_lifecycle_env(load_config(ROOT / "config" / "default.yaml").hyperpod.lifecycle)
     keys = {line.split("=", 1)[0] for line in rendered.splitlines() if line and not line.startswith("#")}
     assert keys == known, keys ^ known
+
+
+# Every refusal reads "<key>: <reason> (got <value>)", wherever it is raised. The first four used to read otherwise:
+# a check on a whole instance group named the group and dumped it, a value the reason quoted was repeated or
+# mis-rendered (true as 1), and a Literal's value was hidden when it was part of an allowed value.
+ONE_WAY = [
+    ("check on a group names its field, at any index",
+     {"hyperpod": {"instance_groups": [
+         dict(group()["hyperpod"]["instance_groups"][0], name="a"),
+         dict(group()["hyperpod"]["instance_groups"][0], name="b", deep_health_checks=["InstanceConnectivity"])]}},
+     "hyperpod.instance_groups.1.deep_health_checks: InstanceConnectivity needs at least 2 instances in the group, "
+     "instance_count is 1."),
+    ("key inside a mapping", {"eks": {"addon_versions": {"vpc-cni": "v1.18.2-eksbuild.1"}}},
+     "eks.addon_versions.vpc-cni: HyperPod needs the VPC CNI v1.18.3 or later, got v1.18.2-eksbuild.1."),
+    ("true where a number is expected", group(threads_per_core=True),
+     "hyperpod.instance_groups.0.threads_per_core: expected a whole number, got True."),
+    ("value that is part of an allowed one", {"eks": {"endpoint": "public"}},
+     "eks.endpoint: Input should be 'private' or 'public_and_private' (got 'public')."),
+    ("check on a section", {"observability": {"prometheus": {"enabled": False}}},
+     "observability.grafana.enabled: Grafana's dashboards read the Prometheus workspace; enable "
+     "observability.prometheus or disable Grafana (got True)."),
+]
+
+
+@pytest.mark.parametrize(("changes", "expected"), [c[1:] for c in ONE_WAY], ids=[c[0] for c in ONE_WAY])
+def test_every_refusal_reads_key_reason_value(changes, expected):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(mutate(changes), "bad.yaml")
+    assert str(caught.value) == f"Invalid configuration in bad.yaml: {expected}"
+
+
+def test_a_refusal_in_the_schema_reads_like_one_raised_outside_it():
+    """The file reader and the constructs raise ConfigError themselves; the schema's refusals end the same way."""
+    outside = ConfigError("network.hyperpod_subnets.0.subnet_id", "subnet-0bbbbbbbbbbbbbbb1",
+                          "only allowed with network.existing_vpc_id", source="bad.yaml")
+    with pytest.raises(ConfigError) as inside:
+        parse_config(mutate({"network": {"hyperpod_subnets": [
+            {"az_id": "usw2-az2", "cidr": "10.1.0.0/16", "subnet_id": "subnet-0bbbbbbbbbbbbbbb1"}]}}), "bad.yaml")
+    assert str(inside.value) == str(outside)
+    assert (inside.value.key, inside.value.value, inside.value.reason) == (outside.key, outside.value, outside.reason)

@@ -1,0 +1,106 @@
+"""The whole document, AppConfig: its top-level keys, the checks that span sections, and loading it from YAML."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from infra.config.base import StrictModel, config_error, refusal
+from infra.config.eks import EksConfig
+from infra.config.fields import TagKey, TagValue
+from infra.config.hyperpod import HyperPodConfig
+from infra.config.network import NetworkConfig, az_id_prefix
+from infra.config.observability import ObservabilityConfig
+from infra.config.storage import StorageConfig
+from infra.config_file import read_config_document
+from infra.errors import ConfigError
+from infra.ip_plan import ips_per_instance, subnet_capacity
+
+
+@cache
+def sagemaker_regions() -> frozenset[str]:
+    import botocore.session
+
+    session = botocore.session.get_session()
+    regions: set[str] = set()
+    for partition in session.get_available_partitions():
+        regions.update(session.get_available_regions("sagemaker", partition_name=partition))
+    return frozenset(regions)
+
+
+class AppConfig(StrictModel):
+    project: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,39}$")]
+    account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
+    region: str
+    network: NetworkConfig
+    eks: EksConfig = EksConfig()
+    hyperpod: HyperPodConfig
+    observability: ObservabilityConfig = ObservabilityConfig()
+    storage: StorageConfig = StorageConfig()
+    # A permissions boundary applied to every IAM role the stacks create (e.g. an organisation's guard rail).
+    permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
+    # Remove data-bearing resources (buckets, log groups, keys) on cdk destroy instead of retaining them.
+    destroy_data_on_delete: bool = False
+    # CloudFormation termination protection on the stacks that hold state (EKS, HyperPod, storage,
+    # observability): a stack delete is refused until this is false and deployed.
+    termination_protection: bool = True
+    tags: dict[TagKey, TagValue] = {}
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str) -> str:
+        if value not in sagemaker_regions():
+            raise refusal("", None, f"{value} is not a region where SageMaker is available (per botocore)")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> AppConfig:
+        prefix = az_id_prefix(self.region)
+        network, groups = self.network, self.hyperpod.instance_groups
+        az_keys = [(f"network.control_plane_az_ids.{i}", az) for i, az in enumerate(network.control_plane_az_ids)]
+        az_keys += [(f"network.hyperpod_subnets.{i}.az_id", s.az_id) for i, s in enumerate(network.hyperpod_subnets)]
+        az_keys += [(f"hyperpod.instance_groups.{i}.az_id", g.az_id) for i, g in enumerate(groups)]
+        for key, az in az_keys:
+            if not az.startswith(prefix + "-az"):
+                raise refusal(key, az, f"not an AZ ID of region {self.region} (expected {prefix}-azN)")
+        subnets = {s.az_id: s for s in self.network.hyperpod_subnets}
+        for i, group in enumerate(self.hyperpod.instance_groups):
+            if group.az_id not in subnets:
+                raise refusal(f"hyperpod.instance_groups.{i}.az_id", group.az_id,
+                              f"no entry in network.hyperpod_subnets for it (have: {', '.join(subnets)})")
+        fsx = self.storage.fsx_lustre
+        if fsx.az_id is not None and fsx.az_id not in subnets:
+            raise refusal("storage.fsx_lustre.az_id", fsx.az_id,
+                          f"no entry in network.hyperpod_subnets for it (have: {', '.join(subnets)})")
+        for i, subnet in enumerate(self.network.hyperpod_subnets):
+            if subnet.cidr is None:
+                continue
+            groups = [g for g in self.hyperpod.instance_groups if g.az_id == subnet.az_id]
+            needed = sum(g.instance_count * ips_per_instance(g.instance_type) for g in groups)
+            available = subnet_capacity(subnet.cidr)
+            if needed > available:
+                detail = ", ".join(
+                    f"{g.name}: {g.instance_count} x {ips_per_instance(g.instance_type)}" for g in groups
+                )
+                raise refusal(f"network.hyperpod_subnets.{i}.cidr", str(subnet.cidr),
+                              f"the instance groups in {subnet.az_id} need {needed} IPs ({detail}) but the subnet "
+                              f"has {available} usable; use a larger CIDR")
+        return self
+
+
+def parse_config(data: Any, source: str = "<config>") -> AppConfig:
+    """Validate a decoded YAML document into an AppConfig or raise one ConfigError naming every bad key."""
+    if not isinstance(data, dict):
+        raise ConfigError("<root>", type(data).__name__, "must be a YAML mapping", source=source)
+    try:
+        return AppConfig.model_validate(data)
+    except ValidationError as error:
+        raise config_error(error, source) from None
+
+
+def load_config(path: str | Path) -> AppConfig:
+    """Read and validate a YAML config file (read safely: see infra.config_file)."""
+    return parse_config(read_config_document(Path(path)), source=str(path))

@@ -1,0 +1,96 @@
+"""The `eks` section: Kubernetes version, API endpoint access, access entries, control-plane logs, add-on versions."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from infra.config.base import StrictModel, refusal
+from infra.config.fields import IamArn, RetentionDays
+
+if TYPE_CHECKING:
+    from infra.config.app import AppConfig
+
+# Kubernetes versions SageMaker HyperPod supports for EKS orchestration
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html).
+SUPPORTED_K8S_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+
+# The shortest prefix accepted in eks.public_access_cidrs: 0.0.0.0/1 + 128.0.0.0/1 is the internet too, so
+# "not 0.0.0.0/0" is not enough. A /8 is already 16.7 million addresses; nothing shorter names "our networks".
+MIN_PUBLIC_ACCESS_PREFIX = 8
+
+
+class NamespaceAdmin(StrictModel):
+    principal_arn: IamArn
+    namespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]] = Field(
+        min_length=1)
+
+
+class EksConfig(StrictModel):
+    version: str = "1.33"
+    endpoint: Literal["private", "public_and_private"] = "private"
+    public_access_cidrs: list[ipaddress.IPv4Network] = []
+    admin_principal_arns: list[IamArn] = []
+    # Principals that administer only some namespaces (data scientists): AmazonEKSAdminPolicy with namespace
+    # scope, as in aws-cdk-lib's AccessPolicy documentation
+    # (https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_eks_v2.AccessPolicyNameOptions.html).
+    namespace_admins: list[NamespaceAdmin] = []
+    authentication_mode: Literal["API", "API_AND_CONFIG_MAP"] = "API"
+    log_retention_days: RetentionDays = 365
+    # Add-on versions; an add-on not listed gets EKS's default for the Kubernetes version, as in AWS's HyperPod
+    # Terraform module (awslabs/awsome-distributed-training@0edaf152:.../modules/eks_cluster/main.tf sets no
+    # addon_version). A pinned build may not exist for every Kubernetes version: `hpctl preflight` checks it.
+    addon_versions: dict[Literal["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"], str] = {}
+
+    @model_validator(mode="after")
+    def _one_access_entry_per_principal(self) -> EksConfig:
+        principals = list(self.admin_principal_arns) + [g.principal_arn for g in self.namespace_admins]
+        twice = sorted({p for p in principals if principals.count(p) > 1})
+        if twice:
+            raise refusal("namespace_admins", twice[0],
+                          "a principal gets one access entry: list it once, as a cluster or a namespace admin")
+        return self
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: Any) -> Any:
+        if isinstance(value, float):
+            raise refusal("", None, f"write the Kubernetes version as a quoted string, e.g. \"1.33\", got {value}")
+        if value not in SUPPORTED_K8S_VERSIONS:
+            raise refusal("", None, f"Kubernetes {value} is not supported by SageMaker HyperPod; supported: "
+                                     f"{', '.join(SUPPORTED_K8S_VERSIONS)}")
+        return value
+
+    @field_validator("addon_versions")
+    @classmethod
+    def _vpc_cni_version(cls, value: dict[str, str]) -> dict[str, str]:
+        cni = value.get("vpc-cni")
+        if cni is not None:
+            match = re.match(r"^v(\d+)\.(\d+)\.(\d+)", cni)
+            if not match or tuple(int(g) for g in match.groups()) < (1, 18, 3):
+                raise refusal("vpc-cni", None, f"HyperPod needs the VPC CNI v1.18.3 or later, got {cni}")
+        return value
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> EksConfig:
+        if self.endpoint == "public_and_private":
+            if not self.public_access_cidrs:
+                raise refusal("public_access_cidrs", [],
+                              "required and non-empty when eks.endpoint is public_and_private")
+            for i, cidr in enumerate(self.public_access_cidrs):
+                if cidr.prefixlen < MIN_PUBLIC_ACCESS_PREFIX:
+                    raise refusal(f"public_access_cidrs.{i}", str(cidr),
+                                  f"prefixes shorter than /{MIN_PUBLIC_ACCESS_PREFIX} open the API server to much of "
+                                  "the internet (0.0.0.0/0 included); list your networks")
+        elif self.public_access_cidrs:
+            raise refusal("public_access_cidrs", [str(c) for c in self.public_access_cidrs],
+                          "only used when eks.endpoint is public_and_private")
+        return self
+
+
+def eks_cluster_name(config: AppConfig) -> str:
+    """The name this product gives the EKS cluster it creates: ``<project>-eks``."""
+    return f"{config.project}-eks"

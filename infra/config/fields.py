@@ -1,0 +1,105 @@
+"""Field types the config sections share: names, AZ IDs, log retention, whole numbers, Kubernetes keys, tags,
+chart versions, IAM ARNs and project paths."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, StrictInt
+
+from infra.config.base import refusal
+
+# CloudWatch Logs accepts only these retention periods (days -> aws_logs.RetentionDays member).
+RETENTION_DAYS: dict[int, str] = {
+    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
+    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS",
+    1096: "THREE_YEARS", 1827: "FIVE_YEARS", 2192: "SIX_YEARS", 2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS", 3288: "NINE_YEARS", 3653: "TEN_YEARS",
+}
+
+Name63 = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")]
+AzId = Annotated[str, Field(pattern=r"^[a-z]{2,}[0-9]+-az[0-9]+$")]
+IamArn = Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[\w+=,.@/:-]+$")]
+
+
+def _retention_days(value: int) -> int:
+    if value not in RETENTION_DAYS:
+        raise refusal("", None, f"{value} days is not a CloudWatch Logs retention; use one of {sorted(RETENTION_DAYS)}")
+    return value
+
+
+RetentionDays = Annotated[StrictInt, AfterValidator(_retention_days)]
+
+
+def _whole_number(value: Any) -> Any:
+    # pydantic's lax mode reads YAML `true` as 1 and 2.0 as 2; where a number is expected either is a mistake.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise refusal("", None, f"expected a whole number, got {value!r}")
+    return value
+
+
+# For Literal numbers, which pydantic cannot validate strictly.
+WholeNumber = BeforeValidator(_whole_number)
+
+# Kubernetes label and taint syntax (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/,
+# "Syntax and character set"): a key is an optional DNS-subdomain prefix of at most 253 characters and "/",
+# then a name of 1-63 characters, alphanumeric at both ends with "-", "_", "." between; a value is empty or
+# 1-63 characters of the same form.
+_K8S_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _k8s_key(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if "/" in value and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        raise refusal("", None, "the prefix before '/' must be a DNS subdomain of at most 253 characters "
+                                 f"(lower case, digits, '-', '.'), got {value}")
+    if not _K8S_NAME.match(name):
+        raise refusal("", None, "not a Kubernetes key: the name must be 1-63 characters, alphanumeric at both "
+                                 f"ends with '-', '_' or '.' between, got {value}")
+    return value
+
+
+def _k8s_value(value: str) -> str:
+    if value and not _K8S_NAME.match(value):
+        raise refusal("", None, "not a Kubernetes label value: empty or 1-63 characters, alphanumeric at both "
+                                 f"ends with '-', '_' or '.' between, got {value}")
+    return value
+
+
+K8sKey = Annotated[str, AfterValidator(_k8s_key)]
+K8sValue = Annotated[str, AfterValidator(_k8s_value)]
+
+
+# Tags as the CloudFormation resource schemas take them (cfn-lint's AWS::SageMaker::Cluster schema, Tag):
+# key 1-128 and value 0-256 characters of Unicode letters, digits, whitespace and _ . : / = + - @, and
+# neither may start with "aws:", which AWS reserves.
+def _tag_text(value: str) -> str:
+    if value.lower().startswith("aws:"):
+        raise refusal("", None, f"the aws: prefix is reserved for AWS, got {value}")
+    bad = [c for c in value if not (unicodedata.category(c)[0] in "LNZ" or c in "_.:/=+-@")]
+    if bad:
+        raise refusal("", value, f"tags take letters, digits, spaces and _ . : / = + - @ only, got {bad[0]!r}")
+    return value
+
+
+TagKey = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_tag_text)]
+TagValue = Annotated[str, Field(max_length=256), AfterValidator(_tag_text)]
+
+# Helm chart versions must be SemVer 2 (Helm maintainers in https://github.com/helm/helm/issues/9728; "Helm
+# uses SemVer 2", https://helm.sh/docs/v2/chart_best_practices/conventions). An exact version, not a range,
+# so every deploy installs the same chart. Regular expression from https://semver.org/.
+_SEMVER = (r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+           r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+           r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
+ExactVersion = Annotated[str, Field(pattern=_SEMVER)]
+
+
+def path_escapes(value: str) -> bool:
+    """True when a relative path from the config could lead outside the project: absolute, ~ or '..'."""
+    path = Path(value)
+    return path.is_absolute() or value.startswith("~") or ".." in path.parts

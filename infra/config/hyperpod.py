@@ -1,0 +1,171 @@
+"""The `hyperpod` section: instance groups, lifecycle scripts and their settings, the dependencies chart, and the
+acknowledgments that let a change replace or shrink the cluster."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StrictInt, field_validator, model_validator
+
+from infra.config.base import StrictModel, refusal
+from infra.config.fields import AzId, ExactVersion, K8sKey, K8sValue, Name63, WholeNumber, path_escapes
+
+# The HyperPod dependencies chart's default commit (see ChartConfig.revision for what it is).
+DEPENDENCIES_CHART_REVISION = "a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
+
+# Service limit on instance groups per cluster (SageMaker HyperPod quotas).
+MAX_INSTANCE_GROUPS = 20
+
+
+@cache
+def _sagemaker_model() -> Any:
+    """botocore's SageMaker service model: the API's own enums, patterns and ranges."""
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+def cluster_instance_types() -> frozenset[str]:
+    """Every instance type HyperPod accepts, as listed by the installed botocore release."""
+    return frozenset(_sagemaker_model().shape_for("ClusterInstanceType").enum)
+
+
+DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+
+
+class Taint(StrictModel):
+    key: K8sKey
+    value: K8sValue | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
+class InstanceGroupConfig(StrictModel):
+    name: Name63
+    instance_type: str
+    instance_count: StrictInt = Field(ge=0, le=6758)
+    az_id: AzId
+    threads_per_core: Annotated[Literal[1, 2], WholeNumber] = 1
+    ebs_volume_gb: StrictInt = Field(default=500, ge=1, le=16384)
+    deep_health_checks: list[DeepHealthCheck] = []
+    training_plan_arn: str | None = Field(
+        default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*$"
+    )
+    labels: dict[K8sKey, K8sValue] = {}
+    taints: list[Taint] = []
+
+    @field_validator("instance_type")
+    @classmethod
+    def _instance_type(cls, value: str) -> str:
+        if not value.startswith("ml."):
+            raise refusal("", None, f"HyperPod instance types start with 'ml.' (e.g. ml.{value}), got {value}")
+        known = cluster_instance_types()
+        if value not in known:
+            raise refusal("", None, f"{value} is not a HyperPod instance type in this botocore release "
+                                     f"({len(known)} known, e.g. ml.g5.8xlarge)")
+        return value
+
+    @field_validator("deep_health_checks")
+    @classmethod
+    def _distinct_checks(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise refusal("", None, f"listed twice: {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _connectivity(self) -> InstanceGroupConfig:
+        if "InstanceConnectivity" in self.deep_health_checks and self.instance_count < 2:
+            raise refusal("deep_health_checks", None, "InstanceConnectivity needs at least 2 instances in the "
+                                                      f"group, instance_count is {self.instance_count}")
+        return self
+
+
+class ChartConfig(StrictModel):
+    """Where the HyperPod dependencies Helm chart comes from at deploy time."""
+
+    source: Literal["git", "oci", "local"] = "git"
+    git_repository: str = Field(
+        default="https://github.com/aws/sagemaker-hyperpod-cli", pattern=r"^https://github\.com/[\w.-]+/[\w.-]+$"
+    )
+    # A full commit SHA: branches and tags move, a commit does not. Default: aws/sagemaker-hyperpod-cli main at
+    # a00b22d1 (2026-06-19, "Bump inference operator helm chart version to 2.2.2"), the last commit on main that
+    # touches helm_chart/HyperPodHelmChart in the copy read on 2026-12-02 (main was then at 011ca927).
+    revision: str = Field(default=DEPENDENCIES_CHART_REVISION, pattern=r"^[0-9a-f]{40}$")
+    chart_path: str = "helm_chart/HyperPodHelmChart"
+    oci_uri: str | None = Field(default=None, pattern=r"^oci://[\w./:-]+$")
+    version: ExactVersion | None = None
+    local_path: str | None = None
+    values: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _source(self) -> ChartConfig:
+        if self.source == "oci" and (self.oci_uri is None or self.version is None):
+            raise refusal("", self.oci_uri, "source oci needs oci_uri and a pinned version")
+        if self.source == "local":
+            if self.local_path is None:
+                raise refusal("local_path", None, "required with source local")
+            if not (Path(self.local_path) / "Chart.yaml").is_file():
+                raise refusal("local_path", self.local_path, "no Chart.yaml in that directory")
+        return self
+
+
+class LifecycleOptions(StrictModel):
+    """Settings written to lifecycle_config.env next to on_create.sh (see lifecycle_scripts/README.md and
+    ``infra.hyperpod.lifecycle_render``)."""
+
+    containerd_on_opt_sagemaker: bool = True
+    fsx_lustre_client: bool = False
+    secondary_volume_wait_seconds: StrictInt = Field(default=300, ge=10, le=3600)
+
+
+class HyperPodConfig(StrictModel):
+    cluster_name: Name63
+    instance_groups: list[InstanceGroupConfig] = Field(min_length=1, max_length=MAX_INSTANCE_GROUPS)
+    node_recovery: Literal["Automatic", "None"] = "Automatic"
+    node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
+    lifecycle_scripts_dir: str = "lifecycle_scripts"
+    # CloudFormation takes at most 128 characters (LifeCycleConfig.OnCreate in the AWS::SageMaker::Cluster schema).
+    on_create_script: str = Field(default="on_create.sh", min_length=1, max_length=128)
+    lifecycle: LifecycleOptions = LifecycleOptions()
+    dependencies_chart: ChartConfig = ChartConfig()
+    permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
+    # Synth compares the create-only fields with config/locks/<project>.lock.json (the last deployed state,
+    # see infra/hyperpod/lock.py); a change that replaces the cluster is refused unless this is true.
+    allow_cluster_replacement: bool = False
+    # Instance groups (deployed with nodes) that this config removes or renames: their nodes are terminated.
+    acknowledge_group_removal: list[Name63] = []
+    # lifecycle_scripts_dir and dependencies_chart.local_path / chart_path must stay inside the project
+    # (relative, no "..") unless this is true.
+    allow_paths_outside_project: bool = False
+
+    @field_validator("instance_groups")
+    @classmethod
+    def _unique_names(cls, groups: list[InstanceGroupConfig]) -> list[InstanceGroupConfig]:
+        names = [g.name for g in groups]
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise refusal("", None, f"instance group names must be unique, repeated: {dups}")
+        return groups
+
+    @model_validator(mode="after")
+    def _paths_inside_project(self) -> HyperPodConfig:
+        chart = self.dependencies_chart
+        paths = [("lifecycle_scripts_dir", self.lifecycle_scripts_dir),
+                 ("dependencies_chart.chart_path", chart.chart_path),
+                 ("dependencies_chart.local_path", chart.local_path)]
+        for key, value in paths:
+            if value is not None and path_escapes(value) and not self.allow_paths_outside_project:
+                raise refusal(key, value, "leads outside the project (absolute, ~ or '..'); use a path inside it, "
+                                          "or set hyperpod.allow_paths_outside_project: true")
+        return self
+
+    @model_validator(mode="after")
+    def _acknowledged_groups_are_gone(self) -> HyperPodConfig:
+        # An acknowledgment left behind must not let a later removal of a group of that name pass silently.
+        present = {g.name for g in self.instance_groups}
+        for i, name in enumerate(self.acknowledge_group_removal):
+            if name in present:
+                raise refusal(f"acknowledge_group_removal.{i}", name,
+                              "the group is still in hyperpod.instance_groups; remove the acknowledgment")
+        return self
