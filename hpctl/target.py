@@ -33,9 +33,11 @@ class Target:
 
 
 def _load(path: str) -> Any:
-    from infra.config import load_config  # ConfigError is turned into exit 2 by the CLI
+    from infra.config import load_config, require_network  # ConfigError is turned into exit 2 by the CLI
 
-    return load_config(path)
+    config = load_config(path)
+    require_network(config, "hpctl, which works on the app's stacks")
+    return config
 
 
 _ARN = re.compile(r"^arn:[\w-]+:sagemaker:(?P<region>[a-z0-9-]+):\d{12}:cluster/")

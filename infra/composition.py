@@ -21,7 +21,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
 from infra.common import data_removal_policy, retention
-from infra.config import AppConfig, eks_cluster_name
+from infra.config import AppConfig, eks_cluster_name, require_network
 from infra.eks import EksControlPlane
 from infra.errors import ConfigError
 from infra.helm_release import ChartSource, HelmInstaller, HelmRelease
@@ -84,7 +84,9 @@ class Existing:
         if self.eks_cluster is not None and self.eks_cluster_security_group is None:
             raise ConfigError("eks", None, "eks_cluster needs eks_cluster_security_group (the chart installer "
                               "reaches the API server through it)")
-        if self.vpc is not None and config.network.existing_vpc_id:
+        if self.vpc is None:
+            require_network(config, "a VPC created or adopted by ID (or pass vpc and its subnets as constructs)")
+        elif config.network is not None and config.network.existing_vpc_id:
             raise ConfigError("network.existing_vpc_id", config.network.existing_vpc_id,
                               "give either an existing vpc construct or network.existing_vpc_id, not both")
         if self.execution_role is not None and config.hyperpod.permissions_boundary_arn:
@@ -118,9 +120,9 @@ class HyperPodParts:
     scopes: list[Construct] = field(default_factory=list)
 
 
-def storage_az_id(config: AppConfig) -> str:
+def storage_az_id(config: AppConfig, network: HyperPodNetwork) -> str:
     """The AZ ID of the file system: the configured one, else the first HyperPod subnet's."""
-    return config.storage.fsx_lustre.az_id or config.network.hyperpod_subnets[0].az_id
+    return config.storage.fsx_lustre.az_id or next(iter(network.hyperpod_subnets))
 
 
 def compose(
@@ -248,7 +250,7 @@ def _add_storage(
 ) -> SharedStorage:
     fsx = config.storage.fsx_lustre
     file_system = SharedFileSystem(
-        scope, "SharedFileSystem", config=fsx, subnet=network.hyperpod_subnets[storage_az_id(config)],
+        scope, "SharedFileSystem", config=fsx, subnet=network.hyperpod_subnets[storage_az_id(config, network)],
         security_group=network.security_group,
     )
     csi_driver = FsxCsiDriver(scope, "FsxCsiDriver", cluster=eks_cluster, file_system_arn=file_system.file_system_arn,

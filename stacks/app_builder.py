@@ -10,7 +10,7 @@ from aws_cdk import App, Environment, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from infra.composition import HyperPodParts, Placement, compose
-from infra.config import AppConfig
+from infra.config import AppConfig, require_network
 from infra.nag_pack import HyperPodChecks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +41,7 @@ class HyperPodApp:
 
 def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
     """Add the stacks for ``config`` to ``app``."""
+    require_network(config, "the app's network stack")
     env = Environment(account=config.account, region=config.region)
 
     def stack(component: str, *, protect: bool = config.termination_protection) -> Stack:

@@ -5,7 +5,7 @@ field types in ``fields`` and the one way a validator refuses a value in ``base`
 ``infra.config``; nothing here imports the CDK (``hpctl`` reads the config without it).
 """
 
-from infra.config.app import AppConfig, load_config, parse_config, sagemaker_regions
+from infra.config.app import AppConfig, load_config, parse_config, require_network, sagemaker_regions
 from infra.config.base import StrictModel, refusal
 from infra.config.eks import (
     MIN_PUBLIC_ACCESS_PREFIX,
@@ -100,6 +100,7 @@ __all__ = [
     "cluster_instance_types",
     "eks_cluster_name",
     "load_config",
+    "require_network",
     "parse_config",
     "path_escapes",
     "refusal",

@@ -35,7 +35,9 @@ class AppConfig(StrictModel):
     project: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,39}$")]
     account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
     region: str
-    network: NetworkConfig
+    # Required by the app's stacks and hpctl. Left out only when a consumer passes its VPC and subnets to
+    # HyperPodOnEks as constructs, so the config need not describe a network it does not create.
+    network: NetworkConfig | None = None
     eks: EksConfig = EksConfig()
     hyperpod: HyperPodConfig
     observability: ObservabilityConfig = ObservabilityConfig()
@@ -60,14 +62,19 @@ class AppConfig(StrictModel):
     def _cross_checks(self) -> AppConfig:
         prefix = az_id_prefix(self.region)
         network, groups = self.network, self.hyperpod.instance_groups
-        az_keys = [(f"network.control_plane_az_ids.{i}", az) for i, az in enumerate(network.control_plane_az_ids)]
-        az_keys += [(f"network.hyperpod_subnets.{i}.az_id", s.az_id) for i, s in enumerate(network.hyperpod_subnets)]
+        az_keys = []
+        if network is not None:
+            az_keys += [(f"network.control_plane_az_ids.{i}", az) for i, az in enumerate(network.control_plane_az_ids)]
+            az_keys += [(f"network.hyperpod_subnets.{i}.az_id", s.az_id)
+                        for i, s in enumerate(network.hyperpod_subnets)]
         az_keys += [(f"hyperpod.instance_groups.{i}.az_id", g.az_id) for i, g in enumerate(groups)]
         for key, az in az_keys:
             if not az.startswith(prefix + "-az"):
                 raise refusal(key, az, f"not an AZ ID of region {self.region} (expected {prefix}-azN)")
-        subnets = {s.az_id: s for s in self.network.hyperpod_subnets}
-        for i, group in enumerate(self.hyperpod.instance_groups):
+        if network is None:
+            return self  # the subnets are constructs: HyperPodCluster checks the groups' AZ IDs against them
+        subnets = {s.az_id: s for s in network.hyperpod_subnets}
+        for i, group in enumerate(groups):
             if group.az_id not in subnets:
                 raise refusal(f"hyperpod.instance_groups.{i}.az_id", group.az_id,
                               f"no entry in network.hyperpod_subnets for it (have: {', '.join(subnets)})")
@@ -75,15 +82,15 @@ class AppConfig(StrictModel):
         if fsx.az_id is not None and fsx.az_id not in subnets:
             raise refusal("storage.fsx_lustre.az_id", fsx.az_id,
                           f"no entry in network.hyperpod_subnets for it (have: {', '.join(subnets)})")
-        for i, subnet in enumerate(self.network.hyperpod_subnets):
+        for i, subnet in enumerate(network.hyperpod_subnets):
             if subnet.cidr is None:
                 continue
-            groups = [g for g in self.hyperpod.instance_groups if g.az_id == subnet.az_id]
-            needed = sum(g.instance_count * ips_per_instance(g.instance_type) for g in groups)
+            in_subnet = [g for g in groups if g.az_id == subnet.az_id]
+            needed = sum(g.instance_count * ips_per_instance(g.instance_type) for g in in_subnet)
             available = subnet_capacity(subnet.cidr)
             if needed > available:
                 detail = ", ".join(
-                    f"{g.name}: {g.instance_count} x {ips_per_instance(g.instance_type)}" for g in groups
+                    f"{g.name}: {g.instance_count} x {ips_per_instance(g.instance_type)}" for g in in_subnet
                 )
                 raise refusal(f"network.hyperpod_subnets.{i}.cidr", str(subnet.cidr),
                               f"the instance groups in {subnet.az_id} need {needed} IPs ({detail}) but the subnet "
@@ -99,6 +106,14 @@ def parse_config(data: Any, source: str = "<config>") -> AppConfig:
         return AppConfig.model_validate(data)
     except ValidationError as error:
         raise config_error(error, source) from None
+
+
+def require_network(config: AppConfig, user: str) -> NetworkConfig:
+    """The config's network section, or a one-line refusal naming who needs it."""
+    if config.network is None:
+        raise ConfigError("network", None, f"required by {user}; only HyperPodOnEks given an existing vpc "
+                          "construct can do without it")
+    return config.network
 
 
 def load_config(path: str | Path) -> AppConfig:

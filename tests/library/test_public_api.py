@@ -7,6 +7,7 @@ import sys
 import zipfile
 
 import pytest
+import yaml
 from aws_cdk import App, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
@@ -15,8 +16,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
 import infra
+from hpctl import target
 from infra.config import parse_config
 from infra.errors import ConfigError
+from stacks.app_builder import build_app
 from tests.conftest import ROOT, cdk_json_context, default_config_data, mutate
 
 
@@ -193,3 +196,18 @@ def test_hyperpod_cluster_takes_instance_groups_as_validated_structs():
     (only,) = resource["Properties"]["InstanceGroups"]
     assert only["InstanceGroupName"] == "gpu" and only["InstanceCount"] == 2 and only["ThreadsPerCore"] == 1
     assert only["LifeCycleConfig"] == {"SourceS3Uri": "s3://sagemaker-x/lifecycle/", "OnCreate": "on_create.sh"}
+
+
+def test_a_config_without_network_serves_only_hyperpod_on_eks_given_a_vpc(tmp_path):
+    data = default_config_data()
+    del data["network"]
+    config = parse_config(data, "team.yaml")
+    assert config.network is None
+    with pytest.raises(ConfigError, match=r"network: required by the app's network stack"):
+        build_app(App(context=cdk_json_context()), config)
+    with pytest.raises(ConfigError, match=r"network: required by a VPC created or adopted by ID"):
+        infra.HyperPodOnEks(_stack(), "HP", config=config)
+    path = tmp_path / "team.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"network: required by hpctl"):
+        target._load(str(path))
