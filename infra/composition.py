@@ -140,12 +140,7 @@ def compose(
     removal = data_removal_policy(config.destroy_data_on_delete)
     log_retention = retention(config.eks.log_retention_days)
 
-    network = HyperPodNetwork(
-        placement.network, "Network",
-        config=None if existing.vpc is not None else config.network,
-        vpc=existing.vpc, control_plane_subnets=existing.control_plane_subnets,
-        hyperpod_subnets=existing.hyperpod_subnets, security_group=existing.security_group, removal_policy=removal,
-    )
+    network = _network(placement.network, config, existing, removal)
 
     control_plane: EksControlPlane | None = None
     if existing.eks_cluster is None:
@@ -234,6 +229,26 @@ def compose(
         network=network, eks_control_plane=control_plane, eks_cluster=eks_cluster, lifecycle=lifecycle,
         execution_role=role, dependencies_chart=chart, hyperpod_cluster=hyperpod_cluster,
         observability=observability, storage=storage, scopes=scopes,
+    )
+
+
+def _network(scope: Construct, config: AppConfig, existing: Existing, removal: RemovalPolicy) -> HyperPodNetwork:
+    if existing.vpc is not None:
+        return HyperPodNetwork(
+            scope, "Network", vpc=existing.vpc, control_plane_subnets=existing.control_plane_subnets,
+            hyperpod_subnets=existing.hyperpod_subnets, security_group=existing.security_group,
+            removal_policy=removal,
+        )
+    n = require_network(config, "a VPC created or adopted by ID")
+    return HyperPodNetwork(
+        scope, "Network", vpc_cidr=str(n.vpc_cidr), control_plane_az_ids=n.control_plane_az_ids,
+        hyperpod_subnet_cidrs={s.az_id: str(s.cidr) for s in n.hyperpod_subnets if s.cidr is not None},
+        nat_gateways=n.nat_gateways, s3_endpoint_policy=n.s3_endpoint_policy,
+        flow_logs_retention=retention(n.flow_logs_retention_days), existing_vpc_id=n.existing_vpc_id,
+        control_plane_subnet_ids=n.control_plane_subnet_ids,
+        hyperpod_subnet_ids={s.az_id: s.subnet_id for s in n.hyperpod_subnets if s.subnet_id is not None},
+        security_group=existing.security_group, node_egress=n.node_egress, interface_endpoints=n.interface_endpoints,
+        removal_policy=removal,
     )
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 from aws_cdk import Aws, Fn, RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
@@ -10,8 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.common import acknowledge, retention
-from infra.config import NetworkConfig
+from infra.common import acknowledge
 from infra.errors import ConfigError
 from infra.ip_plan import control_plane_layout
 
@@ -34,25 +35,25 @@ CLOSED_NETWORK_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
 class HyperPodNetwork(Construct):
     """A VPC laid out for a HyperPod cluster orchestrated by EKS, or an existing one adopted.
 
-    New VPC (``config.existing_vpc_id`` unset):
-      - one private and one public subnet per ``control_plane_az_ids`` entry, placed by AZ ID and carved
-        from ``vpc_cidr`` (see ``infra.ip_plan.control_plane_layout``);
-      - NAT gateways per AZ or a single one (``nat_gateways``);
-      - each ``hyperpod_subnets`` entry as a secondary VPC CIDR holding one private subnet, placed by AZ
-        ID, routed to the NAT gateway of the same AZ ID when there is one;
-      - an S3 gateway endpoint whose policy allows this account's buckets and the AWS-owned buckets
-        nodes read (ECR layers, Amazon Linux repositories), flow logs to CloudWatch Logs, and, with
-        ``interface_endpoints``, the interface endpoints of ``CLOSED_NETWORK_ENDPOINTS``.
-    Existing VPC by ID (``config.existing_vpc_id``): the subnets are imported by ID; nothing is created in
-    the VPC except the security group and, with ``interface_endpoints``, the interface endpoints.
-
-    Existing VPC as constructs (instead of ``config``): pass ``vpc``, ``control_plane_subnets`` (at least 2,
-    private, in different AZs) and ``hyperpod_subnets`` (AZ ID -> private subnet). Giving both ``config``
-    and ``vpc`` is an error.
+    Three ways to get the VPC, exactly one of them:
+      - New VPC (``vpc_cidr``): one private and one public subnet per ``control_plane_az_ids`` entry, placed
+        by AZ ID and carved from ``vpc_cidr`` (see ``infra.ip_plan.control_plane_layout``); NAT gateways per
+        AZ or a single one (``nat_gateways``); each ``hyperpod_subnet_cidrs`` entry (AZ ID -> CIDR) as a
+        secondary VPC CIDR holding one private subnet, placed by AZ ID, routed to the NAT gateway of the same
+        AZ ID when there is one; an S3 gateway endpoint (open, or with ``s3_endpoint_policy="this_account"``
+        limited to this account's buckets and the AWS-owned buckets nodes read) and flow logs to CloudWatch
+        Logs kept ``flow_logs_retention``.
+      - Existing VPC by ID (``existing_vpc_id`` with ``control_plane_subnet_ids`` and ``hyperpod_subnet_ids``,
+        AZ ID -> subnet ID): the subnets are imported; nothing is created in the VPC except the security group
+        and, with ``interface_endpoints``, the interface endpoints.
+      - Existing VPC as constructs: ``vpc``, ``control_plane_subnets`` (at least 2, private, in different AZs)
+        and ``hyperpod_subnets`` (AZ ID -> private subnet).
+    ``interface_endpoints`` adds the interface endpoints of ``CLOSED_NETWORK_ENDPOINTS`` (not with ``vpc``),
+    open to ``vpc_cidr`` and the HyperPod CIDRs.
 
     ``security_group``: the group EFA needs (all traffic to and from itself, FSx for Lustre ports within
-    it, HTTPS egress), shared by the EKS control plane ENIs and the HyperPod nodes; created unless an
-    existing one is passed (which must then allow the same).
+    it, and all egress or, with ``node_egress="https_only"``, HTTPS only), shared by the EKS control plane ENIs
+    and the HyperPod nodes; created unless an existing one is passed (which must then allow the same).
     """
 
     def __init__(
@@ -60,15 +61,24 @@ class HyperPodNetwork(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: NetworkConfig | None = None,
+        vpc_cidr: str | None = None,
+        control_plane_az_ids: Sequence[str] = (),
+        hyperpod_subnet_cidrs: Mapping[str, str] | None = None,
+        nat_gateways: Literal["per_az", "single"] = "per_az",
+        s3_endpoint_policy: Literal["open", "this_account"] = "open",
+        flow_logs_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        existing_vpc_id: str | None = None,
+        control_plane_subnet_ids: Sequence[str] = (),
+        hyperpod_subnet_ids: Mapping[str, str] | None = None,
         vpc: ec2.IVpc | None = None,
         control_plane_subnets: Sequence[ec2.ISubnet] = (),
         hyperpod_subnets: Mapping[str, ec2.ISubnet] | None = None,
         security_group: ec2.ISecurityGroup | None = None,
+        node_egress: Literal["all", "https_only"] = "all",
+        interface_endpoints: bool = False,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.config = config
         self.flow_log: ec2.FlowLog | None = None
         self.flow_log_group: logs.LogGroup | None = None
         self.s3_endpoint: ec2.CfnVPCEndpoint | None = None
@@ -76,52 +86,61 @@ class HyperPodNetwork(Construct):
         self.nat_gateways: dict[str, ec2.CfnNatGateway] = {}
         self.cfn_vpc: ec2.CfnVPC | None = None
 
-        if config is not None and vpc is not None:
-            raise ConfigError("network", None, "give either config (a VPC to create, or existing IDs) or an "
-                              "existing vpc with its subnets, not both")
+        ways = [name for name, given in (("vpc", vpc is not None), ("existing_vpc_id", existing_vpc_id is not None),
+                                         ("vpc_cidr", vpc_cidr is not None and existing_vpc_id is None)) if given]
+        if len(ways) != 1:
+            raise ConfigError("network", ways, "give exactly one of vpc_cidr (a VPC to create), existing_vpc_id "
+                              "(a VPC by ID) or vpc (an existing vpc construct with its subnets)")
         if vpc is not None:
             if len(control_plane_subnets) < 2 or not hyperpod_subnets:
                 raise ConfigError("network", None, "an existing vpc needs at least 2 control_plane_subnets and "
                                   "hyperpod_subnets (AZ ID -> subnet)")
+            if interface_endpoints:
+                raise ConfigError("interface_endpoints", True, "not with an existing vpc construct: add the "
+                                  "endpoints to your VPC yourself")
             self.vpc: ec2.IVpc = vpc
             self.control_plane_subnets: list[ec2.ISubnet] = list(control_plane_subnets)
             self.hyperpod_subnets: dict[str, ec2.ISubnet] = dict(hyperpod_subnets)
-        elif config is None:
-            raise ConfigError("network", None, "give config (a VPC to create, or existing IDs) or an existing vpc")
-        elif config.existing_vpc_id:
-            self._adopt_existing(config)
+        elif existing_vpc_id is not None:
+            self._adopt_existing(existing_vpc_id, control_plane_az_ids, control_plane_subnet_ids,
+                                 hyperpod_subnet_ids or {})
         else:
-            self._create(config, removal_policy)
+            assert vpc_cidr is not None
+            self._create(vpc_cidr, control_plane_az_ids, hyperpod_subnet_cidrs or {}, nat_gateways,
+                         s3_endpoint_policy, flow_logs_retention, removal_policy)
 
-        self.security_group: ec2.ISecurityGroup = security_group or self._efa_security_group()
-        if config is not None and config.interface_endpoints:
-            self._add_interface_endpoints(config)
+        self.security_group: ec2.ISecurityGroup = security_group or self._efa_security_group(node_egress)
+        if interface_endpoints:
+            peers = [c for c in (vpc_cidr, *(hyperpod_subnet_cidrs or {}).values()) if c is not None]
+            self._add_interface_endpoints(peers)
 
     # --- existing VPC -------------------------------------------------------------------------------
-    def _adopt_existing(self, config: NetworkConfig) -> None:
-        assert config.existing_vpc_id is not None
+    def _adopt_existing(self, vpc_id: str, az_ids: Sequence[str], control_plane_subnet_ids: Sequence[str],
+                        hyperpod_subnet_ids: Mapping[str, str]) -> None:
         self.vpc = ec2.Vpc.from_vpc_attributes(
             self,
             "Vpc",
-            vpc_id=config.existing_vpc_id,
+            vpc_id=vpc_id,
             # Only used to label imported subnets; subnets are always selected explicitly by ID.
-            availability_zones=list(config.control_plane_az_ids),
+            availability_zones=list(az_ids),
         )
         self.control_plane_subnets = [
             ec2.Subnet.from_subnet_id(self, f"ControlPlaneSubnet{i}", subnet_id)
-            for i, subnet_id in enumerate(config.control_plane_subnet_ids)
+            for i, subnet_id in enumerate(control_plane_subnet_ids)
         ]
         self.hyperpod_subnets = {
-            s.az_id: ec2.Subnet.from_subnet_id(self, f"HyperPodSubnet-{s.az_id}", s.subnet_id or "")
-            for s in config.hyperpod_subnets
+            az_id: ec2.Subnet.from_subnet_id(self, f"HyperPodSubnet-{az_id}", subnet_id)
+            for az_id, subnet_id in hyperpod_subnet_ids.items()
         }
 
     # --- new VPC ------------------------------------------------------------------------------------
-    def _create(self, config: NetworkConfig, removal_policy: RemovalPolicy) -> None:
+    def _create(self, vpc_cidr: str, az_ids: Sequence[str], hyperpod_cidrs: Mapping[str, str],
+                nat_gateways: str, s3_endpoint_policy: str, flow_logs_retention: logs.RetentionDays,
+                removal_policy: RemovalPolicy) -> None:
         vpc = ec2.CfnVPC(
             self,
             "Vpc",
-            cidr_block=str(config.vpc_cidr),
+            cidr_block=vpc_cidr,
             enable_dns_hostnames=True,
             enable_dns_support=True,
         )
@@ -132,7 +151,7 @@ class HyperPodNetwork(Construct):
 
         public: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
         private: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
-        for az_id, private_cidr, public_cidr in control_plane_layout(config.vpc_cidr, config.control_plane_az_ids):
+        for az_id, private_cidr, public_cidr in control_plane_layout(ipaddress.IPv4Network(vpc_cidr), list(az_ids)):
             pub = self._subnet(f"Public-{az_id}", vpc, az_id, str(public_cidr), role="kubernetes.io/role/elb")
             route = ec2.CfnRoute(
                 self, f"Public-{az_id}-Default", route_table_id=pub[1].ref,
@@ -145,7 +164,7 @@ class HyperPodNetwork(Construct):
                                       role="kubernetes.io/role/internal-elb"))
             )
 
-        nat_azs = [az for az, _, _ in public] if config.nat_gateways == "per_az" else [public[0][0]]
+        nat_azs = [az for az, _, _ in public] if nat_gateways == "per_az" else [public[0][0]]
         for az_id, subnet, _ in public:
             if az_id not in nat_azs:
                 continue
@@ -156,13 +175,12 @@ class HyperPodNetwork(Construct):
             )
 
         hyperpod: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
-        for spec in config.hyperpod_subnets:
-            cidr_block = ec2.CfnVPCCidrBlock(self, f"SecondaryCidr-{spec.az_id}", vpc_id=vpc.ref,
-                                             cidr_block=str(spec.cidr))
-            subnet, table = self._subnet(f"HyperPod-{spec.az_id}", vpc, spec.az_id, str(spec.cidr), role=None)
+        for az_id, cidr in hyperpod_cidrs.items():
+            cidr_block = ec2.CfnVPCCidrBlock(self, f"SecondaryCidr-{az_id}", vpc_id=vpc.ref, cidr_block=cidr)
+            subnet, table = self._subnet(f"HyperPod-{az_id}", vpc, az_id, cidr, role=None)
             subnet.add_resource_dependency(cidr_block)
             Tags.of(subnet).add("hyperpod:subnet", "true")
-            hyperpod.append((spec.az_id, subnet, table))
+            hyperpod.append((az_id, subnet, table))
 
         for az_id, _, table in private + hyperpod:
             nat = self.nat_gateways.get(az_id) or self.nat_gateways[nat_azs[0]]
@@ -194,13 +212,13 @@ class HyperPodNetwork(Construct):
             vpc_endpoint_type="Gateway",
             route_table_ids=[t.ref for _, _, t in private + hyperpod],
             policy_document=(self._s3_endpoint_policy().to_json()
-                             if config.s3_endpoint_policy == "this_account" else None),
+                             if s3_endpoint_policy == "this_account" else None),
         )
 
         self.flow_log_group = logs.LogGroup(
             self,
             "FlowLogs",
-            retention=retention(config.flow_logs_retention_days),
+            retention=flow_logs_retention,
             removal_policy=removal_policy,
         )
         # Only the flow logs of this account may use the role (aws:SourceAccount + aws:SourceArn, as the VPC user
@@ -275,8 +293,8 @@ class HyperPodNetwork(Construct):
         )
 
     # --- shared -------------------------------------------------------------------------------------
-    def _efa_security_group(self) -> ec2.SecurityGroup:
-        all_egress = self.config is None or self.config.node_egress == "all"
+    def _efa_security_group(self, node_egress: str) -> ec2.SecurityGroup:
+        all_egress = node_egress == "all"
         group = ec2.SecurityGroup(
             self,
             "EfaSecurityGroup",
@@ -298,11 +316,8 @@ class HyperPodNetwork(Construct):
             group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to AWS APIs and registries")
         return group
 
-    def _add_interface_endpoints(self, config: NetworkConfig) -> None:
+    def _add_interface_endpoints(self, peers: Sequence[str]) -> None:
         subnets = ec2.SubnetSelection(subnets=self.control_plane_subnets)
-        peers: Sequence[str] = [str(config.vpc_cidr)] + [
-            str(s.cidr) for s in config.hyperpod_subnets if s.cidr is not None
-        ]
         for name, service in CLOSED_NETWORK_ENDPOINTS.items():
             endpoint = ec2.InterfaceVpcEndpoint(
                 self, f"{name}Endpoint", vpc=self.vpc, service=service, subnets=subnets,

@@ -51,16 +51,19 @@ def _vpc(stack):
 CONFIG = parse_config(default_config_data(), "default")
 
 
-def test_giving_both_config_and_an_existing_vpc_is_an_error():
+def test_the_network_takes_exactly_one_way_to_its_vpc():
     stack = _stack()
     vpc, subnets = _vpc(stack)
-    with pytest.raises(ConfigError, match="not both"):
-        infra.HyperPodNetwork(stack, "Net", config=CONFIG.network, vpc=vpc, control_plane_subnets=vpc.private_subnets,
-                              hyperpod_subnets=subnets)
+    with pytest.raises(ConfigError, match="give exactly one of vpc_cidr"):
+        infra.HyperPodNetwork(stack, "Net", vpc_cidr="10.192.0.0/16", vpc=vpc,
+                              control_plane_subnets=vpc.private_subnets, hyperpod_subnets=subnets)
+    with pytest.raises(ConfigError, match="give exactly one of vpc_cidr"):
+        infra.HyperPodNetwork(stack, "Net2")
     with pytest.raises(ConfigError, match="at least 2 control_plane_subnets"):
-        infra.HyperPodNetwork(stack, "Net2", vpc=vpc, hyperpod_subnets=subnets)
-    with pytest.raises(ConfigError, match="give config"):
-        infra.HyperPodNetwork(stack, "Net3")
+        infra.HyperPodNetwork(stack, "Net3", vpc=vpc, hyperpod_subnets=subnets)
+    with pytest.raises(ConfigError, match="interface_endpoints: not with an existing vpc construct"):
+        infra.HyperPodNetwork(stack, "Net4", vpc=vpc, control_plane_subnets=vpc.private_subnets,
+                              hyperpod_subnets=subnets, interface_endpoints=True)
 
 
 def test_existing_subnets_must_cover_every_instance_group():
