@@ -265,11 +265,17 @@ def _add_storage(
 ) -> SharedStorage:
     fsx = config.storage.fsx_lustre
     file_system = SharedFileSystem(
-        scope, "SharedFileSystem", config=fsx, subnet=network.hyperpod_subnets[storage_az_id(config, network)],
-        security_group=network.security_group,
+        scope, "SharedFileSystem", subnet=network.hyperpod_subnets[storage_az_id(config, network)],
+        security_group=network.security_group, capacity_gib=fsx.capacity_gib,
+        throughput_per_tib=fsx.throughput_per_tib, automatic_backup_retention_days=fsx.automatic_backup_retention_days,
+        data_repository_s3_uri=fsx.data_repository_s3_uri,
+        data_repository_export_deletions=fsx.data_repository_export_deletions, file_system_path=fsx.file_system_path,
+        namespace=fsx.namespace, claim_name=fsx.pvc_name,
+        # FSx has its own switch: checkpoints outlive the cluster unless it is turned off (docs/safety.md).
+        removal_policy=RemovalPolicy.RETAIN if fsx.retain_on_delete else RemovalPolicy.DESTROY,
     )
-    csi_driver = FsxCsiDriver(scope, "FsxCsiDriver", cluster=eks_cluster, file_system_arn=file_system.file_system_arn,
-                              addon_version=fsx.csi_driver_version)
+    csi_driver = FsxCsiDriver(scope, "FsxCsiDriver", eks_cluster=eks_cluster,
+                              file_system_arn=file_system.file_system_arn, addon_version=fsx.csi_driver_version)
     installer = HelmInstaller(
         scope, "ChartInstaller", cluster=eks_cluster, vpc=network.vpc, subnets=network.control_plane_subnets,
         cluster_security_group=api_security_group, purpose="shared storage chart installer",

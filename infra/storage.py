@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aws_cdk import Aws, CfnOutput, Fn, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
@@ -13,8 +13,6 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
-
-from infra.config import FsxLustreConfig
 
 # The local chart that creates the namespace, the static PersistentVolume and its claim.
 STORAGE_CHART_DIR = Path(__file__).parent / "storage_chart"
@@ -43,15 +41,15 @@ EXPORT_EVENTS = ["NEW", "CHANGED"]
 NOMINAL_VOLUME_SIZE = "1200Gi"
 
 
-def persistent_volume_name(config: FsxLustreConfig) -> str:
+def persistent_volume_name(namespace: str, claim_name: str) -> str:
     """The cluster-scoped PersistentVolume's name: unique per claim, readable in ``kubectl get pv``."""
-    return f"{config.namespace}-{config.pvc_name}"
+    return f"{namespace}-{claim_name}"
 
 
 class SharedFileSystem(Construct):
     """An FSx for Lustre file system (PERSISTENT_2) for datasets and checkpoints, in one HyperPod subnet.
 
-    Defaults (from ``FsxLustreConfig``): ``capacity_gib`` of SSD storage at ``throughput_per_tib``,
+    Defaults: ``capacity_gib`` of SSD storage at ``throughput_per_tib``,
     Lustre 2.15, LZ4 compression, daily automatic backups kept ``automatic_backup_retention_days`` (tags copied
     to them), encrypted at rest with ``encryption_key`` or a new customer-managed KMS key (rotation on).
     ``subnet`` is the HyperPod subnet of the configured AZ ID and ``security_group`` the group the nodes are in
@@ -64,8 +62,9 @@ class SharedFileSystem(Construct):
     ``capacity_gib`` can grow in place (FSx only grows; a smaller value fails the update and is rolled back).
     The volume values do not carry it (``NOMINAL_VOLUME_SIZE``), so a growth changes the file system alone.
 
-    The file system and the key it creates are RETAINED on stack deletion unless ``retain_on_delete`` is
-    false: checkpoints outlive the cluster.
+    The file system and the key it creates follow ``removal_policy``, RETAIN by default: checkpoints outlive
+    the cluster. ``namespace`` and ``claim_name`` name the claim ``volume_values()`` describes for the
+    storage chart. The app maps ``storage.fsx_lustre`` to these props (``infra/composition.py``).
     """
 
     def __init__(
@@ -73,14 +72,23 @@ class SharedFileSystem(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        config: FsxLustreConfig,
         subnet: ec2.ISubnet,
         security_group: ec2.ISecurityGroup,
+        capacity_gib: int = 1200,
+        throughput_per_tib: Literal[125, 250, 500, 1000] = 250,
+        automatic_backup_retention_days: int = 7,
+        data_repository_s3_uri: str | None = None,
+        data_repository_export_deletions: bool = False,
+        file_system_path: str = "/data",
+        namespace: str = "training",
+        claim_name: str = "fsx-claim",
         encryption_key: kms.IKey | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.config = config
-        removal = RemovalPolicy.RETAIN if config.retain_on_delete else RemovalPolicy.DESTROY
+        self.namespace = namespace
+        self.claim_name = claim_name
+        removal = removal_policy
         self.encryption_key = encryption_key or kms.Key(
             self, "Key",
             description="Encryption at rest of the shared FSx for Lustre file system",
@@ -92,16 +100,16 @@ class SharedFileSystem(Construct):
             file_system_type="LUSTRE",
             file_system_type_version=LUSTRE_VERSION,
             storage_type="SSD",
-            storage_capacity=config.capacity_gib,
+            storage_capacity=capacity_gib,
             subnet_ids=[subnet.subnet_id],
             security_group_ids=[security_group.security_group_id],
             kms_key_id=self.encryption_key.key_arn,
             lustre_configuration=fsx.CfnFileSystem.LustreConfigurationProperty(
                 deployment_type="PERSISTENT_2",
-                per_unit_storage_throughput=config.throughput_per_tib,
+                per_unit_storage_throughput=throughput_per_tib,
                 data_compression_type="LZ4",
                 copy_tags_to_backups=True,
-                automatic_backup_retention_days=config.automatic_backup_retention_days,
+                automatic_backup_retention_days=automatic_backup_retention_days,
             ),
         )
         self.file_system.apply_removal_policy(removal)
@@ -112,13 +120,13 @@ class SharedFileSystem(Construct):
         self.mount_name = self.file_system.attr_lustre_mount_name
 
         self.data_repository: fsx.CfnDataRepositoryAssociation | None = None
-        if config.data_repository_s3_uri:
-            export_events = EXPORT_EVENTS + (["DELETED"] if config.data_repository_export_deletions else [])
+        if data_repository_s3_uri:
+            export_events = EXPORT_EVENTS + (["DELETED"] if data_repository_export_deletions else [])
             self.data_repository = fsx.CfnDataRepositoryAssociation(
                 self, "DataRepository",
                 file_system_id=self.file_system_id,
-                file_system_path=config.file_system_path,
-                data_repository_path=config.data_repository_s3_uri,
+                file_system_path=file_system_path,
+                data_repository_path=data_repository_s3_uri,
                 batch_import_meta_data_on_create=True,
                 s3=fsx.CfnDataRepositoryAssociation.S3Property(
                     auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
@@ -136,9 +144,9 @@ class SharedFileSystem(Construct):
     def volume_values(self) -> dict[str, Any]:
         """Values of the storage chart (``infra/storage_chart``): the namespace, the static volume, its claim."""
         return {
-            "namespace": self.config.namespace,
-            "persistentVolumeName": persistent_volume_name(self.config),
-            "claimName": self.config.pvc_name,
+            "namespace": self.namespace,
+            "persistentVolumeName": persistent_volume_name(self.namespace, self.claim_name),
+            "claimName": self.claim_name,
             "storage": NOMINAL_VOLUME_SIZE,
             "fileSystemId": self.file_system_id,
             "dnsName": self.dns_name,
@@ -162,7 +170,7 @@ class FsxCsiDriver(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: eks.ICluster,
+        eks_cluster: eks.ICluster,
         file_system_arn: str,
         addon_version: str | None = None,
     ) -> None:
@@ -178,7 +186,7 @@ class FsxCsiDriver(Construct):
                 "aws:SourceAccount": Aws.ACCOUNT_ID,
                 # Built from the name the add-on already reads: no second cross-stack reference.
                 "aws:RequestTag/eks-cluster-arn": Stack.of(self).format_arn(
-                    service="eks", resource="cluster", resource_name=cluster.cluster_name),
+                    service="eks", resource="cluster", resource_name=eks_cluster.cluster_name),
                 "aws:RequestTag/kubernetes-namespace": CSI_CONTROLLER_NAMESPACE,
                 "aws:RequestTag/kubernetes-service-account": CSI_CONTROLLER_SERVICE_ACCOUNT,
             }}).with_session_tags(),
@@ -194,7 +202,7 @@ class FsxCsiDriver(Construct):
         self.addon = eks_l1.CfnAddon(
             self, "Addon",
             addon_name=CSI_DRIVER_ADDON,
-            cluster_name=cluster.cluster_name,
+            cluster_name=eks_cluster.cluster_name,
             addon_version=addon_version,
             # Take over a driver someone installed by hand rather than fail the deployment.
             resolve_conflicts="OVERWRITE",

@@ -49,7 +49,7 @@ def stack_values(config: FsxLustreConfig) -> dict[str, Any]:
     """The values the storage stack sends, with sample attributes in place of the file system's tokens."""
     return {
         "namespace": config.namespace,
-        "persistentVolumeName": persistent_volume_name(config),
+        "persistentVolumeName": persistent_volume_name(config.namespace, config.pvc_name),
         "claimName": config.pvc_name,
         "storage": NOMINAL_VOLUME_SIZE,
         "fileSystemId": "fs-0123456789abcdef0",

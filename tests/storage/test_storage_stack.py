@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App, Stack
+from aws_cdk import App, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Template
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -91,11 +91,11 @@ def test_file_system_and_key_are_retained_by_default(fsx_synth):
 
 @pytest.fixture(scope="module")
 def disposable_file_system() -> dict[str, Any]:
-    """The construct alone with retain_on_delete false and no data repository (no full app synth)."""
-    return _file_system_alone("Disposable", FsxLustreConfig(enabled=True, retain_on_delete=False))[1]
+    """The construct alone with removal policy DESTROY and no data repository (no full app synth)."""
+    return _file_system_alone("Disposable", FsxLustreConfig(enabled=True), RemovalPolicy.DESTROY)[1]
 
 
-def test_retain_on_delete_false_deletes_file_system_and_key(disposable_file_system):
+def test_removal_policy_destroy_deletes_file_system_and_key(disposable_file_system):
     kinds = {r["Type"]: r for r in disposable_file_system.values()}
     assert kinds["AWS::FSx::FileSystem"]["DeletionPolicy"] == "Delete"
     assert kinds["AWS::KMS::Key"]["DeletionPolicy"] == "Delete"
@@ -117,12 +117,16 @@ def test_data_repository_association_links_the_configured_prefix(fsx_synth):
     assert set(props["S3"]["AutoExportPolicy"]["Events"]) == {"NEW", "CHANGED"}
 
 
-def _file_system_alone(name: str, config: FsxLustreConfig) -> tuple[SharedFileSystem, dict[str, Any]]:
+def _file_system_alone(name: str, config: FsxLustreConfig,
+                       removal_policy: RemovalPolicy = RemovalPolicy.RETAIN) -> tuple[SharedFileSystem, dict[str, Any]]:
     """The construct in a stack of its own (no full app synth): the construct and its resources."""
     app = App(context=cdk_json_context())
     stack = Stack(app, name)
     construct = SharedFileSystem(
-        stack, "SharedFileSystem", config=config,
+        stack, "SharedFileSystem", capacity_gib=config.capacity_gib, throughput_per_tib=config.throughput_per_tib,
+        automatic_backup_retention_days=config.automatic_backup_retention_days,
+        data_repository_s3_uri=config.data_repository_s3_uri,
+        data_repository_export_deletions=config.data_repository_export_deletions, removal_policy=removal_policy,
         subnet=ec2.Subnet.from_subnet_id(stack, "Subnet", "subnet-0123456789abcdef0"),
         security_group=ec2.SecurityGroup.from_security_group_id(stack, "Group", "sg-0123456789abcdef0"),
     )
@@ -213,7 +217,7 @@ def test_volume_release_carries_the_claim_the_config_names(fsx_synth):
     assert _values(fsx_synth) == {
         "namespace": "ml-team",
         "claimName": "shared-fsx",
-        "persistentVolumeName": persistent_volume_name(fsx),
+        "persistentVolumeName": persistent_volume_name(fsx.namespace, fsx.pvc_name),
         "storage": "1200Gi",  # nominal, whatever capacity_gib is
         "fileSystemId": f"<Ref {fs_id}>",
         "dnsName": f"<GetAtt {fs_id}.DNSName>",
