@@ -209,10 +209,13 @@ def compose(
         else:
             cluster_arn = Stack.of(obs_scope).format_arn(service="eks", resource="cluster",
                                                           resource_name=cluster_name)
+        o = config.observability
         observability = HyperPodObservability(
-            obs_scope, "Observability", config=config.observability, name=hp.cluster_name,
-            eks_cluster_name=cluster_name, eks_cluster_arn=cluster_arn, hyperpod_cluster_name=hp.cluster_name,
-            log_retention=log_retention, removal_policy=removal,
+            obs_scope, "Observability", name=hp.cluster_name, eks_cluster_name=cluster_name,
+            eks_cluster_arn=cluster_arn, hyperpod_cluster_name=hp.cluster_name,
+            container_insights=o.container_insights, prometheus=o.prometheus if o.prometheus.enabled else None,
+            grafana=o.grafana if o.grafana.enabled else None, alerts=o.alerts if o.alerts.enabled else None,
+            dashboard=o.dashboard, log_retention=log_retention, removal_policy=removal,
         )
         _after(observability, hyperpod_cluster)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import jsii
 from aws_cdk import Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack
@@ -22,7 +23,8 @@ from aws_cdk.interfaces import aws_events as events_refs
 from constructs import Construct
 
 from infra.common import acknowledge, log_group_arn, nag_name, retention
-from infra.config import AlertsConfig, GrafanaConfig, ObservabilityConfig, PrometheusConfig
+from infra.config import AlertsConfig, GrafanaConfig, GrafanaNetworkAccess, PrometheusConfig
+from infra.errors import ConfigError
 from infra.grafana_content import GrafanaContent
 from infra.names import cluster_log_groups, container_insights_log_groups
 from infra.observability_addon import HYPERPOD_OBSERVABILITY_ADDON, addon_configuration, prometheus_endpoint
@@ -111,14 +113,15 @@ class ManagedPrometheus(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: PrometheusConfig, name: str, cluster_name: str,
-        cluster_arn: str, removal_policy: RemovalPolicy, key: kms.IKey | None = None,
-        hyperpod_cluster_name: str,
+        self, scope: Construct, construct_id: str, *, name: str, cluster_name: str, cluster_arn: str,
+        hyperpod_cluster_name: str, metrics: PrometheusConfig | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN, key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.key = key or kms.Key(self, "Key", enable_key_rotation=True, removal_policy=removal_policy,
                                   description=f"Amazon Managed Service for Prometheus workspace {name}")
-        self.log_group = logs.LogGroup(self, "WorkspaceLogs", retention=retention(config.log_retention_days),
+        self.log_group = logs.LogGroup(self, "WorkspaceLogs", retention=log_retention,
                                        removal_policy=removal_policy)
         self.workspace = aps.CfnWorkspace(
             self, "Workspace", alias=name, kms_key_arn=self.key.key_arn,
@@ -151,7 +154,7 @@ class ManagedPrometheus(Construct):
         for resource in clusters_logs:
             acknowledge(self.collector_policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, resource)}]",
                         "HyperPod names the cluster log group after the cluster id, known only after creation.")
-        self.config = config
+        self.metrics = metrics or PrometheusConfig()
         self.cluster_name = cluster_name
         self.addon: eks_l1.CfnAddon | None = None
 
@@ -161,7 +164,7 @@ class ManagedPrometheus(Construct):
         # endpoint is built from the workspace ID instead.
         endpoint = prometheus_endpoint(Aws.REGION, Aws.URL_SUFFIX, self.workspace.attr_workspace_id)
         configuration = addon_configuration(
-            self.config, prometheus_endpoint=endpoint, prometheus_arn=self.workspace.attr_arn,
+            self.metrics, prometheus_endpoint=endpoint, prometheus_arn=self.workspace.attr_arn,
             grafana_workspace=(grafana.workspace_name, grafana.workspace_arn) if grafana else None,
         )
         self.addon = eks_l1.CfnAddon(
@@ -178,16 +181,18 @@ class ManagedPrometheus(Construct):
 class ManagedGrafana(Construct):
     """An Amazon Managed Grafana workspace reading one AMP workspace and CloudWatch.
 
-    Authentication from config (IAM Identity Center by default, or SAML). The workspace role may query only
+    Authentication: IAM Identity Center by default, or SAML. The workspace role may query only
     ``prometheus_workspace_arn``, read CloudWatch metrics, and query the log groups ``log_group_names`` (name
-    patterns, see ``cluster_log_groups``). With ``config.network_access`` only the listed prefix lists and VPC
-    endpoints reach the workspace. Identity Center users and groups from
-    config are made admins through a custom resource (CloudFormation has no resource for it).
+    patterns, see ``cluster_log_groups``). With ``network_access`` only the listed prefix lists and VPC
+    endpoints reach the workspace. Identity Center users and groups of ``admin_user_ids`` and
+    ``admin_group_ids`` are made admins through a custom resource (CloudFormation has no resource for it).
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: GrafanaConfig, name: str,
-        prometheus_workspace_arn: str, log_group_names: Sequence[str],
+        self, scope: Construct, construct_id: str, *, name: str, prometheus_workspace_arn: str,
+        log_group_names: Sequence[str], authentication: Literal["AWS_SSO", "SAML"] = "AWS_SSO",
+        admin_user_ids: Sequence[str] = (), admin_group_ids: Sequence[str] = (),
+        network_access: GrafanaNetworkAccess | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
@@ -234,7 +239,7 @@ class ManagedGrafana(Construct):
                     acknowledge(self.policy, "AwsSolutions-IAM5[Resource::"
                                 f"{nag_name(self, log_group_arn(self, f'{group}{suffix}'))}]",
                                 "A group prefix of this cluster (names carry the cluster name) and its streams.")
-        access = config.network_access
+        access = network_access
         network_access_control = (
             grafana.CfnWorkspace.NetworkAccessControlProperty(
                 prefix_list_ids=access.prefix_list_ids or None, vpce_ids=access.vpce_ids or None)
@@ -242,7 +247,7 @@ class ManagedGrafana(Construct):
         )
         self.workspace = grafana.CfnWorkspace(
             self, "Workspace", name=name, account_access_type="CURRENT_ACCOUNT",
-            authentication_providers=[config.authentication], permission_type="CUSTOMER_MANAGED",
+            authentication_providers=[authentication], permission_type="CUSTOMER_MANAGED",
             role_arn=self.role.role_arn, data_sources=["PROMETHEUS", "CLOUDWATCH"],
             description=f"Dashboards of HyperPod cluster {name}",
             network_access_control=network_access_control,
@@ -252,14 +257,15 @@ class ManagedGrafana(Construct):
                                                        resource_name=self.workspace.attr_id)
         self.url = Fn.join("", ["https://", self.workspace.attr_endpoint])
         self.admin_assignment: cr.AwsCustomResource | None = None
-        if config.admin_user_ids or config.admin_group_ids:
-            self._assign_admins(config, log_retention, removal_policy)
+        if admin_user_ids or admin_group_ids:
+            self._assign_admins(admin_user_ids, admin_group_ids, log_retention, removal_policy)
 
-    def _assign_admins(self, config: GrafanaConfig, log_retention: logs.RetentionDays,
+    def _assign_admins(self, admin_user_ids: Sequence[str], admin_group_ids: Sequence[str],
+                       log_retention: logs.RetentionDays,
                        removal_policy: RemovalPolicy) -> None:
         def batch(action: str) -> dict[str, object]:
-            users = [{"id": u, "type": "SSO_USER"} for u in config.admin_user_ids]
-            users += [{"id": g, "type": "SSO_GROUP"} for g in config.admin_group_ids]
+            users = [{"id": u, "type": "SSO_USER"} for u in admin_user_ids]
+            users += [{"id": g, "type": "SSO_GROUP"} for g in admin_group_ids]
             return {"workspaceId": self.workspace.attr_id,
                     "updateInstructionBatch": [{"action": action, "role": "ADMIN", "users": users}]}
 
@@ -305,8 +311,9 @@ class HyperPodAlerts(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: AlertsConfig, hyperpod_cluster_name: str,
-        eks_cluster_name: str, removal_policy: RemovalPolicy, key: kms.IKey | None = None,
+        self, scope: Construct, construct_id: str, *, hyperpod_cluster_name: str, eks_cluster_name: str,
+        levels: Sequence[Literal["Info", "Warn", "Error"]] = ("Error",), email: str | None = None,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN, key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.key = key or kms.Key(self, "Key", enable_key_rotation=True, removal_policy=removal_policy,
@@ -322,14 +329,14 @@ class HyperPodAlerts(Construct):
             ))
         self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True,
                                display_name=f"HyperPod {hyperpod_cluster_name} alerts")
-        if config.email:
-            self.topic.add_subscription(subscriptions.EmailSubscription(config.email))
+        if email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(email))
         self.rule = events.Rule(
             self, "ClusterEvents",
-            description=f"HyperPod cluster events of {hyperpod_cluster_name} at levels {', '.join(config.levels)}",
+            description=f"HyperPod cluster events of {hyperpod_cluster_name} at levels {', '.join(levels)}",
             event_pattern=events.EventPattern(
                 source=[EVENT_SOURCE], detail_type=[EVENT_DETAIL_TYPE],
-                detail={"EventDetails": {"ClusterName": [hyperpod_cluster_name], "EventLevel": list(config.levels)}},
+                detail={"EventDetails": {"ClusterName": [hyperpod_cluster_name], "EventLevel": list(levels)}},
             ),
         )
         details = "detail.EventDetails"
@@ -415,56 +422,69 @@ class ClusterDashboard(Construct):
 
 
 class HyperPodObservability(Construct):
-    """Everything of ``ObservabilityConfig`` for one HyperPod cluster and its EKS cluster; each piece optional.
+    """Observability of one HyperPod cluster and its EKS cluster; each piece optional.
 
+    ``container_insights`` and ``dashboard`` switch those pieces; ``prometheus``, ``grafana`` and ``alerts``
+    are the validated settings of the other pieces (the structs the config file uses too), ``None`` for off.
+    Grafana needs Prometheus (its dashboards read that workspace) and is refused without it.
     Create it after the HyperPod cluster (the add-ons need nodes): in this app its stack depends on the
     HyperPod stack. Public attributes are None for pieces switched off.
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, config: ObservabilityConfig, name: str,
-        eks_cluster_name: str, eks_cluster_arn: str, hyperpod_cluster_name: str,
-        log_retention: logs.RetentionDays, removal_policy: RemovalPolicy,
+        self, scope: Construct, construct_id: str, *, name: str, eks_cluster_name: str, eks_cluster_arn: str,
+        hyperpod_cluster_name: str, container_insights: bool = True, prometheus: PrometheusConfig | None = None,
+        grafana: GrafanaConfig | None = None, alerts: AlertsConfig | None = None, dashboard: bool = True,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
+        if grafana is not None and prometheus is None:
+            raise ConfigError("grafana", grafana.authentication, "Grafana's dashboards read the Prometheus "
+                              "workspace: give prometheus too")
         self.container_insights = (
             ContainerInsights(self, "ContainerInsights", cluster_name=eks_cluster_name, cluster_arn=eks_cluster_arn,
                               log_retention=log_retention, removal_policy=removal_policy)
-            if config.container_insights else None
+            if container_insights else None
         )
         self.prometheus = (
-            ManagedPrometheus(self, "Prometheus", config=config.prometheus, name=name,
+            ManagedPrometheus(self, "Prometheus", metrics=prometheus, name=name,
                               cluster_name=eks_cluster_name, cluster_arn=eks_cluster_arn,
+                              log_retention=retention(prometheus.log_retention_days),
                               removal_policy=removal_policy, hyperpod_cluster_name=hyperpod_cluster_name)
-            if config.prometheus.enabled else None
+            if prometheus is not None else None
         )
         self.grafana = None
-        if config.grafana.enabled and self.prometheus is not None:
+        if grafana is not None and self.prometheus is not None:
             self.grafana = ManagedGrafana(
-                self, "Grafana", config=config.grafana, name=name,
+                self, "Grafana", name=name, authentication=grafana.authentication,
+                admin_user_ids=grafana.admin_user_ids, admin_group_ids=grafana.admin_group_ids,
+                network_access=grafana.network_access,
                 prometheus_workspace_arn=self.prometheus.workspace.attr_arn,
                 log_group_names=cluster_log_groups(eks_cluster_name, hyperpod_cluster_name),
                 log_retention=log_retention, removal_policy=removal_policy)
         self.grafana_content = None
-        if self.grafana is not None and self.prometheus is not None and config.grafana.provision_dashboards:
+        if self.grafana is not None and self.prometheus is not None and grafana is not None \
+                and grafana.provision_dashboards:
             self.grafana_content = GrafanaContent(
                 self, "GrafanaContent", workspace_id=self.grafana.workspace.attr_id,
                 workspace_endpoint=self.grafana.workspace.attr_endpoint, workspace_arn=self.grafana.workspace_arn,
                 prometheus_workspace_id=self.prometheus.workspace.attr_workspace_id,
-                s3_source=config.grafana.dashboards_s3_source, log_retention=log_retention,
+                s3_source=grafana.dashboards_s3_source, log_retention=log_retention,
                 removal_policy=removal_policy,
             )
         if self.prometheus is not None:
             self.prometheus.add_hyperpod_observability_addon(self.grafana)
         self.alerts = (
-            HyperPodAlerts(self, "Alerts", config=config.alerts, hyperpod_cluster_name=hyperpod_cluster_name,
-                           eks_cluster_name=eks_cluster_name, removal_policy=removal_policy)
-            if config.alerts.enabled else None
+            HyperPodAlerts(self, "Alerts", levels=alerts.levels, email=alerts.email,
+                           hyperpod_cluster_name=hyperpod_cluster_name, eks_cluster_name=eks_cluster_name,
+                           removal_policy=removal_policy)
+            if alerts is not None else None
         )
         self.dashboard = (
             ClusterDashboard(self, "Dashboard", name=name, eks_cluster_name=eks_cluster_name,
                              alert_rule=self.alerts.rule if self.alerts else None)
-            if config.dashboard else None
+            if dashboard else None
         )
         if self.grafana is not None:
             CfnOutput(self, "GrafanaUrl", value=self.grafana.url, description="Amazon Managed Grafana URL")

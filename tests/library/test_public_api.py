@@ -214,3 +214,11 @@ def test_a_config_without_network_serves_only_hyperpod_on_eks_given_a_vpc(tmp_pa
     path.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=r"network: required by hpctl"):
         target._load(str(path))
+
+
+def test_observability_refuses_grafana_without_prometheus():
+    with pytest.raises(ConfigError, match="grafana: Grafana's dashboards read the Prometheus workspace"):
+        infra.HyperPodObservability(
+            _stack(), "Observability", name="team", eks_cluster_name="eks",
+            eks_cluster_arn="arn:aws:eks:us-west-2:111122223333:cluster/eks", hyperpod_cluster_name="team",
+            grafana=infra.config.GrafanaConfig())

@@ -273,14 +273,15 @@ def test_grafana_content_switches_off_with_its_flag_or_with_grafana(observabilit
     from aws_cdk import App, RemovalPolicy, Stack
     from aws_cdk import aws_logs as logs
 
-    from infra.config import ObservabilityConfig
+    from infra.config import GrafanaConfig, PrometheusConfig
     from infra.observability import HyperPodObservability
     from tests.conftest import cdk_json_context
 
     assert observability_minimal_synth.resources("observability", "Custom::HyperPodGrafanaContent") == {}
     stack = Stack(App(context=cdk_json_context()), "Consumer")
     built = HyperPodObservability(
-        stack, "Observability", config=ObservabilityConfig(grafana={"provision_dashboards": False}), name="team",
+        stack, "Observability", prometheus=PrometheusConfig(), grafana=GrafanaConfig(provision_dashboards=False),
+        name="team",
         eks_cluster_name="eks", eks_cluster_arn="arn:aws:eks:us-west-2:111122223333:cluster/eks",
         hyperpod_cluster_name="team", log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.RETAIN)
     assert built.grafana is not None and built.grafana_content is None
