@@ -14,6 +14,7 @@ from pathlib import Path
 import boto3
 import pytest
 import yaml
+from aws_cdk import App
 from botocore.stub import Stubber
 
 from infra.config import parse_config
@@ -180,12 +181,16 @@ def test_an_interrupted_write_keeps_the_old_lock(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
-def _promote_script():
-    spec = importlib.util.spec_from_file_location("promote_lock", ROOT / "scripts" / "promote_lock.py")
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _promote_script():
+    return _load("promote_lock", ROOT / "scripts" / "promote_lock.py")
 
 
 def test_lock_rebuilt_from_the_deployed_stacks(tmp_path, monkeypatch, default_synth):
@@ -220,17 +225,28 @@ def _run_app(config_path: Path, lock_dir: Path, outdir: Path) -> subprocess.Comp
                           cwd=ROOT, check=False, timeout=180)
 
 
-def test_app_refuses_a_replacement_from_a_renamed_config_file_without_a_traceback(tmp_path, lock_dir):
-    """Bypass (b): the lock was keyed by the config file's name, so a renamed file started a fresh one."""
+def test_app_refuses_a_replacement_from_a_renamed_config_file_without_a_traceback(tmp_path, lock_dir, monkeypatch,
+                                                                                  capsys):
+    """Bypass (b): the lock was keyed by the config file's name, so a renamed file started a fresh one.
+
+    app.py's main() runs in this process (its synth on the session's jsii kernel, not a new Python and Node.js):
+    with the context `cdk synth` would pass, it must exit 2 with the one-line error; any other exception fails
+    the test. test_app_refuses_an_old_lock_beside_the_config runs app.py as its own process."""
     data = default_config_data()
     data["hyperpod"]["instance_groups"][0]["threads_per_core"] = 2
     moved = tmp_path / "elsewhere" / "renamed.yaml"
     moved.parent.mkdir()
     moved.write_text(yaml.safe_dump(data))
-    result = _run_app(moved, lock_dir, tmp_path / "out")
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr
-    assert "hyperpod.instance_groups[gpu-workers] ThreadsPerCore changes from 1 to 2" in result.stderr
+    entry = _load("app_entry", ROOT / "app.py")
+    context = {"config": str(moved), "lock_dir": str(lock_dir)}
+    monkeypatch.setattr(entry, "App", lambda: App(context=context, outdir=str(tmp_path / "out")))
+    with pytest.raises(SystemExit) as exited:
+        entry.main()
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 2, stderr
+    assert "Traceback" not in stderr
+    assert "hyperpod.instance_groups[gpu-workers] ThreadsPerCore changes from 1 to 2" in stderr
+    assert (tmp_path / "out" / "manifest.json").exists(), "the app did not synthesize"
     assert not (tmp_path / "out" / CANDIDATE_NAME).exists()
 
 
