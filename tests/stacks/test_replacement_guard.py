@@ -5,10 +5,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
-import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import boto3
@@ -218,45 +215,42 @@ def test_lock_rebuilt_from_the_deployed_stacks(tmp_path, monkeypatch, default_sy
     assert read_lock(path) == snapshot(deployed, "hyperpod-dev") == snapshot(default_synth.templates, "hyperpod-dev")
 
 
-def _run_app(config_path: Path, lock_dir: Path, outdir: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, CDK_CONTEXT_JSON=json.dumps({"config": str(config_path), "lock_dir": str(lock_dir)}),
-               CDK_OUTDIR=str(outdir))
-    return subprocess.run([sys.executable, str(ROOT / "app.py")], capture_output=True, text=True, env=env,
-                          cwd=ROOT, check=False, timeout=180)
+def _run_app(monkeypatch, capsys, config_path: Path, lock_dir: Path, outdir: Path) -> tuple[int, str]:
+    """app.py's main() in this process with the context `cdk synth` would pass: (exit code, stderr).
+
+    Its synth runs on the session's jsii kernel instead of a new Python and Node.js; an exception other than
+    the exit fails the test. tests/config/test_config.py runs app.py as its own process."""
+    entry = _load("app_entry", ROOT / "app.py")
+    context = {"config": str(config_path), "lock_dir": str(lock_dir)}
+    monkeypatch.setattr(entry, "App", lambda: App(context=context, outdir=str(outdir)))
+    with pytest.raises(SystemExit) as exited:
+        entry.main()
+    return exited.value.code, capsys.readouterr().err
 
 
 def test_app_refuses_a_replacement_from_a_renamed_config_file_without_a_traceback(tmp_path, lock_dir, monkeypatch,
                                                                                   capsys):
-    """Bypass (b): the lock was keyed by the config file's name, so a renamed file started a fresh one.
-
-    app.py's main() runs in this process (its synth on the session's jsii kernel, not a new Python and Node.js):
-    with the context `cdk synth` would pass, it must exit 2 with the one-line error; any other exception fails
-    the test. test_app_refuses_an_old_lock_beside_the_config runs app.py as its own process."""
+    """Bypass (b): the lock was keyed by the config file's name, so a renamed file started a fresh one."""
     data = default_config_data()
     data["hyperpod"]["instance_groups"][0]["threads_per_core"] = 2
     moved = tmp_path / "elsewhere" / "renamed.yaml"
     moved.parent.mkdir()
     moved.write_text(yaml.safe_dump(data))
-    entry = _load("app_entry", ROOT / "app.py")
-    context = {"config": str(moved), "lock_dir": str(lock_dir)}
-    monkeypatch.setattr(entry, "App", lambda: App(context=context, outdir=str(tmp_path / "out")))
-    with pytest.raises(SystemExit) as exited:
-        entry.main()
-    stderr = capsys.readouterr().err
-    assert exited.value.code == 2, stderr
+    code, stderr = _run_app(monkeypatch, capsys, moved, lock_dir, tmp_path / "out")
+    assert code == 2, stderr
     assert "Traceback" not in stderr
     assert "hyperpod.instance_groups[gpu-workers] ThreadsPerCore changes from 1 to 2" in stderr
     assert (tmp_path / "out" / "manifest.json").exists(), "the app did not synthesize"
     assert not (tmp_path / "out" / CANDIDATE_NAME).exists()
 
 
-def test_app_refuses_an_old_lock_beside_the_config(tmp_path):
+def test_app_refuses_an_old_lock_beside_the_config(tmp_path, monkeypatch, capsys):
     config = tmp_path / "cluster.yaml"
     config.write_text(yaml.safe_dump(default_config_data()))
     (tmp_path / "cluster.lock.json").write_text("{}")
-    result = _run_app(config, tmp_path / "locks", tmp_path / "out")
-    assert result.returncode == 2, result.stderr
-    assert "old-format lock" in result.stderr and "--from-stacks" in result.stderr
+    code, stderr = _run_app(monkeypatch, capsys, config, tmp_path / "locks", tmp_path / "out")
+    assert code == 2, stderr
+    assert "old-format lock" in stderr and "--from-stacks" in stderr
 
 
 @pytest.fixture
