@@ -6,10 +6,12 @@ import copy
 import importlib.util
 import json
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -31,13 +33,14 @@ def _use_wheel_node() -> None:
 _use_wheel_node()
 sys.path.insert(0, str(ROOT))
 
-from aws_cdk import App  # noqa: E402
-
-from infra.config import AppConfig, parse_config  # noqa: E402
-from stacks.app_builder import HyperPodApp, build_app  # noqa: E402
+# The CDK is imported where an app is built: the xdist controller loads this file too, and importing aws_cdk
+# would start a Node.js process there that never synthesizes anything.
+if TYPE_CHECKING:
+    from infra.config import AppConfig
+    from stacks.app_builder import HyperPodApp
 
 # Fixtures that synthesize an app (or lint what others synthesized), each with the xdist group of the tests
-# that use it: `--dist loadgroup` (pyproject) runs a group in one worker, so each is built once per run.
+# that use it: under `--dist loadgroup` (pyproject) a group runs in one worker, so each is built once per run.
 # default_synth is in no group: nearly every module reads it, and each worker builds its own copy rather than
 # leave the other idle. Grouping only decides where a test runs; a test outside its group still passes.
 XDIST_GROUPS: dict[str, str] = {
@@ -54,6 +57,10 @@ XDIST_GROUPS: dict[str, str] = {
     "consumer": "consumer",
     "report": "nag-pack-fixtures",  # tests/safety/test_nag_pack.py: one app of every rule's fixtures
 }
+# pytest 9 keeps a test's node ID in Node._id, so pytest-xdist 3.8's loadgroup (it appends "@group" to
+# item._nodeid) groups nothing. The same scheduling by hand: each worker writes the xdist_group of every test
+# it collected to the file the controller names in workerinput, and the controller's scheduler reads it.
+GROUPS_FILE = "hyperpod_xdist_groups_file"
 
 
 def _xdist_group(item: pytest.Item) -> str | None:
@@ -67,12 +74,55 @@ def _xdist_group(item: pytest.Item) -> str | None:
     return next((group for name, group in XDIST_GROUPS.items() if name in used), None)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups: dict[str, str] = {}
     for item in items:
         group = _xdist_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        for mark in item.iter_markers("xdist_group"):
+            groups[item.nodeid] = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    path = getattr(config, "workerinput", {}).get(GROUPS_FILE)
+    if path:  # a worker: both collect the same tests, the last one to finish writes the same file
+        partial = Path(f"{path}.{os.getpid()}")
+        partial.write_text(json.dumps(groups))
+        partial.replace(path)
+
+
+_GROUPS_PATH = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    stash = node.config.stash
+    if _GROUPS_PATH not in stash:
+        stash[_GROUPS_PATH] = Path(tempfile.mkdtemp(prefix="xdist-groups-")) / "groups.json"
+    node.workerinput[GROUPS_FILE] = str(stash[_GROUPS_PATH])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _GROUPS_PATH in config.stash:
+        shutil.rmtree(config.stash[_GROUPS_PATH].parent, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """Tests of one xdist_group form one unit of work; every other test is a unit of its own."""
+
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                self.groups = json.loads(config.stash[_GROUPS_PATH].read_text())
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def default_config_data() -> dict[str, Any]:
@@ -98,6 +148,10 @@ class Synthesized:
 
 
 def synthesize(config: AppConfig, outdir: Path) -> Synthesized:
+    from aws_cdk import App
+
+    from stacks.app_builder import build_app
+
     app = App(context=cdk_json_context(), outdir=str(outdir))
     built = build_app(app, config)
     assembly = app.synth()
@@ -107,6 +161,8 @@ def synthesize(config: AppConfig, outdir: Path) -> Synthesized:
 
 def synthesize_variant(factory: pytest.TempPathFactory, name: str, data: dict[str, Any]) -> Synthesized:
     """Validate ``data`` as config ``name`` and synthesize the app into a fresh directory."""
+    from infra.config import parse_config
+
     return synthesize(parse_config(data, name), factory.mktemp(f"cdk-{name}"))
 
 
@@ -278,6 +334,8 @@ CONSUMER_APP = ROOT / "examples" / "consumer_app" / "app.py"
 
 def synthesize_consumer(outdir: Path) -> tuple[dict[str, dict[str, Any]], list[Any]]:
     """The consumer example's app, loaded from its file as its team would run it: (templates, its stacks)."""
+    from aws_cdk import App
+
     spec = importlib.util.spec_from_file_location("consumer_app", CONSUMER_APP)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
