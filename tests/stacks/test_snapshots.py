@@ -1,6 +1,6 @@
 """One normalised snapshot per stack: the tripwire for every change the intent tests do not name.
 
-Update after a deliberate change with: make test PYTEST_ARGS=--snapshot-update (then review the diff).
+Update after a deliberate change with: make test PYTEST_ARGS="--snapshot-update -n 0" (then review the diff).
 """
 
 from __future__ import annotations
