@@ -29,6 +29,7 @@ from infra.hyperpod.cluster import HyperPodCluster
 from infra.hyperpod.dependencies_chart import HyperPodDependenciesChart
 from infra.hyperpod.execution_role import HyperPodExecutionRole
 from infra.hyperpod.lifecycle import LIFECYCLE_PREFIX, LifecycleScripts
+from infra.hyperpod.volume_key import HyperPodVolumeKey
 from infra.network import HyperPodNetwork
 from infra.observability import HyperPodObservability
 from infra.storage import (
@@ -117,6 +118,7 @@ class HyperPodParts:
     hyperpod_cluster: HyperPodCluster
     observability: HyperPodObservability | None = None
     storage: SharedStorage | None = None
+    volume_key: HyperPodVolumeKey | None = None
     scopes: list[Construct] = field(default_factory=list)
 
 
@@ -188,8 +190,16 @@ def compose(
         subnets=network.control_plane_subnets, cluster_security_group=api_security_group,
         log_retention=log_retention, removal_policy=removal,
     )
+    # Each group with its volume encryption resolved; the key exists only when a group uses it.
+    groups = [g.model_copy(update={"volume_encryption": hp.group_volume_encryption(g)}) for g in hp.instance_groups]
+    volume_key = HyperPodVolumeKey(scope, "VolumeKey", cluster_name=hp.cluster_name, execution_role=role.role,
+                                   removal_policy=removal) \
+        if any(g.volume_encryption == "customer_managed" for g in groups) else None
+    tiered = hp.tiered_checkpointing
     hyperpod_cluster = HyperPodCluster(
-        scope, "HyperPod", cluster_name=hp.cluster_name, instance_groups=hp.instance_groups,
+        scope, "HyperPod", cluster_name=hp.cluster_name, instance_groups=groups,
+        volume_kms_key_id=volume_key.key_id if volume_key else None,
+        tiered_checkpointing_memory_percent=tiered.memory_percent if tiered.enabled else None,
         on_create_script=hp.on_create_script, node_recovery=hp.node_recovery,
         node_provisioning_mode=hp.node_provisioning_mode, eks_cluster_arn=eks_cluster.cluster_arn,
         execution_role_arn=role.role.role_arn, subnet_ids_by_az=subnets, security_group_ids=security_groups,
@@ -231,7 +241,7 @@ def compose(
     return HyperPodParts(
         network=network, eks_control_plane=control_plane, eks_cluster=eks_cluster, lifecycle=lifecycle,
         execution_role=role, dependencies_chart=chart, hyperpod_cluster=hyperpod_cluster,
-        observability=observability, storage=storage, scopes=scopes,
+        observability=observability, storage=storage, volume_key=volume_key, scopes=scopes,
     )
 
 

@@ -41,6 +41,20 @@ RESOURCE_TYPES = (
 HYPERPOD_GROUP_CREATE_ONLY = ("InstanceGroupName", "InstanceType", "ExecutionRole", "ThreadsPerCore",
                               "OverrideVpcConfig")
 
+# The KMS key of a group's EBS volumes cannot change either: "KMS key transition isn't currently supported [...] To
+# use a different key, create a new instance group" (https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html).
+# It sits inside InstanceStorageConfigs, whose volume size is not create-only, so the lock records it on its own.
+GROUP_VOLUME_KEY = "VolumeKmsKeyId"
+
+
+def group_volume_key(group: Any) -> Any:
+    """The KMS key of an instance group's EBS volumes as a template writes it; None is AWS's own key."""
+    for storage in (group.get("InstanceStorageConfigs") or []) if isinstance(group, dict) else []:
+        key = lookup(storage, ("EbsVolumeConfig", GROUP_VOLUME_KEY))
+        if key is not None:
+            return key
+    return None
+
 
 @cache
 def _table() -> dict[str, list[str]]:

@@ -350,3 +350,24 @@ def consumer(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     outdir = tmp_path_factory.mktemp("consumer")
     templates, stacks = synthesize_consumer(outdir)
     return outdir, templates, stacks
+
+
+# Instance-group capacity, volume encryption and tiered checkpointing on: the first group on Spot with a minimum,
+# encrypted with the app's key (the cluster default here); a second group kept on AWS's key.
+GROUP_FEATURES: dict[str, Any] = {
+    "hyperpod": {
+        "volume_encryption": "customer_managed",
+        "tiered_checkpointing": {"enabled": True, "memory_percent": 30},
+        "instance_groups": [
+            {"name": "gpu-workers", "instance_type": "ml.g5.8xlarge", "instance_count": 2, "az_id": "usw2-az2",
+             "deep_health_checks": ["InstanceStress"], "capacity": "spot", "min_instance_count": 1},
+            {"name": "cpu-aws-key", "instance_type": "ml.m5.xlarge", "instance_count": 1, "az_id": "usw2-az2",
+             "volume_encryption": "aws_managed"},
+        ],
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def group_features_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return synthesize_variant(tmp_path_factory, "group-features", mutate(GROUP_FEATURES))

@@ -37,6 +37,8 @@ from infra.config.hyperpod import (
     InstanceGroupConfig,
     LifecycleOptions,
     Taint,
+    TieredCheckpointingConfig,
+    VolumeEncryption,
     cluster_instance_types,
 )
 from infra.config.network import HyperPodSubnet, NetworkConfig, az_id_prefix
@@ -95,6 +97,8 @@ __all__ = [
     "TagKey",
     "TagValue",
     "Taint",
+    "TieredCheckpointingConfig",
+    "VolumeEncryption",
     "WholeNumber",
     "az_id_prefix",
     "cluster_instance_types",

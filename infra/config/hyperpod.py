@@ -33,6 +33,8 @@ def cluster_instance_types() -> frozenset[str]:
 
 
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+# Who holds the key of a group's EBS volumes (root and /opt/sagemaker): a key this app creates, or AWS's own.
+VolumeEncryption = Literal["customer_managed", "aws_managed"]
 
 
 class Taint(StrictModel):
@@ -54,6 +56,13 @@ class InstanceGroupConfig(StrictModel):
     )
     labels: dict[K8sKey, K8sValue] = {}
     taints: list[Taint] = []
+    # CapacityRequirements: on_demand leaves it out (as every group was created before the field existed), spot
+    # writes {Spot: {}} (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-spot.html).
+    capacity: Literal["on_demand", "spot"] = "on_demand"
+    # MinInstanceCount: the group is InService only once this many instances run (botocore's CreateCluster model).
+    min_instance_count: StrictInt | None = Field(default=None, ge=0, le=6758)
+    # null = hyperpod.volume_encryption. A deployed group keeps the key it was created with (see HyperPodConfig).
+    volume_encryption: VolumeEncryption | None = None
 
     @field_validator("instance_type")
     @classmethod
@@ -78,6 +87,20 @@ class InstanceGroupConfig(StrictModel):
         if "InstanceConnectivity" in self.deep_health_checks and self.instance_count < 2:
             raise refusal("deep_health_checks", None, "InstanceConnectivity needs at least 2 instances in the "
                                                       f"group, instance_count is {self.instance_count}")
+        return self
+
+    @model_validator(mode="after")
+    def _capacity(self) -> InstanceGroupConfig:
+        # "MinInstanceCount must be less than or equal to InstanceCount" (AWS::SageMaker::Cluster schema in
+        # cfn-lint, ClusterInstanceGroup.MinInstanceCount).
+        if self.min_instance_count is not None and self.min_instance_count > self.instance_count:
+            raise refusal("min_instance_count", self.min_instance_count,
+                          f"must not exceed instance_count ({self.instance_count})")
+        # Our rule, not found in AWS's documentation: a training plan is reserved capacity, Spot is not; a group
+        # asking for both is refused rather than sent to the API to find out which one wins.
+        if self.capacity == "spot" and self.training_plan_arn is not None:
+            raise refusal("capacity", "spot", "a group with a training_plan_arn runs on the plan's reserved "
+                                              "capacity; use on_demand there, or a separate spot group")
         return self
 
 
@@ -119,6 +142,15 @@ class LifecycleOptions(StrictModel):
     secondary_volume_wait_seconds: StrictInt = Field(default=300, ge=10, le=3600)
 
 
+class TieredCheckpointingConfig(StrictModel):
+    """Managed tiered checkpointing (TieredStorageConfig): checkpoints kept in the nodes' CPU memory."""
+
+    enabled: bool = False
+    # "The range is 20-100" (https://docs.aws.amazon.com/sagemaker/latest/dg/managed-tier-checkpointing-setup.html);
+    # the API alone allows 0-100 (botocore's ClusterInstanceMemoryAllocationPercentage).
+    memory_percent: StrictInt = Field(default=20, ge=20, le=100)
+
+
 class HyperPodConfig(StrictModel):
     cluster_name: Name63
     instance_groups: list[InstanceGroupConfig] = Field(min_length=1, max_length=MAX_INSTANCE_GROUPS)
@@ -129,6 +161,11 @@ class HyperPodConfig(StrictModel):
     on_create_script: str = Field(default="on_create.sh", min_length=1, max_length=128)
     lifecycle: LifecycleOptions = LifecycleOptions()
     dependencies_chart: ChartConfig = ChartConfig()
+    tiered_checkpointing: TieredCheckpointingConfig = TieredCheckpointingConfig()
+    # The key of every group's EBS volumes, unless a group says otherwise. aws_managed by default: a group created
+    # with AWS's key cannot switch keys later, so customer_managed as the default would change every deployed
+    # group (see docs/constructs/hyperpod-volume-key.md).
+    volume_encryption: VolumeEncryption = "aws_managed"
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
     # Synth compares the create-only fields with config/locks/<project>.lock.json (the last deployed state,
     # see infra/hyperpod/lock.py); a change that replaces the cluster is refused unless this is true.
@@ -158,6 +195,20 @@ class HyperPodConfig(StrictModel):
             if value is not None and path_escapes(value) and not self.allow_paths_outside_project:
                 raise refusal(key, value, "leads outside the project (absolute, ~ or '..'); use a path inside it, "
                                           "or set hyperpod.allow_paths_outside_project: true")
+        return self
+
+    def group_volume_encryption(self, group: InstanceGroupConfig) -> VolumeEncryption:
+        return group.volume_encryption or self.volume_encryption
+
+    @model_validator(mode="after")
+    def _customer_keys_need_continuous(self) -> HyperPodConfig:
+        # "Customer managed key encryption is only supported for clusters using the continuous node provisioning
+        # mode" (https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html).
+        if self.node_provisioning_mode is None:
+            for i, group in enumerate(self.instance_groups):
+                if self.group_volume_encryption(group) == "customer_managed":
+                    key = f"instance_groups.{i}.volume_encryption" if group.volume_encryption else "volume_encryption"
+                    raise refusal(key, "customer_managed", "needs node_provisioning_mode: Continuous")
         return self
 
     @model_validator(mode="after")

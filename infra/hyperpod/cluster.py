@@ -20,10 +20,13 @@ class HyperPodCluster(Construct):
     too (build one in code with keyword arguments), so the group fields and their checks exist once.
     Every instance group becomes a ``ClusterInstanceGroup`` with its type, count, threads per
     core, one EBS volume (mounted at /opt/sagemaker), deep health checks, optional training plan, and
-    Kubernetes labels and taints. ``VpcConfig`` lists the HyperPod subnets and the EFA security group; when
+    Kubernetes labels and taints, Spot capacity (``CapacityRequirements``) and ``MinInstanceCount`` when the group
+    asks for them. A group whose ``volume_encryption`` is customer_managed has its root and /opt/sagemaker volumes
+    encrypted with ``volume_kms_key_id`` (``HyperPodVolumeKey``); otherwise AWS's key is used. ``VpcConfig`` lists the HyperPod subnets and the EFA security group; when
     there is more than one HyperPod subnet each group is pinned to its AZ's subnet with
     ``OverrideVpcConfig``. Node recovery (Automatic by default) and node provisioning mode (Continuous by
-    default) are props. ``depends_on`` (the dependencies chart, the uploaded lifecycle scripts) is
+    default) are props, and so is managed tiered checkpointing (``tiered_checkpointing_memory_percent``: the share
+    of each node's memory, None = off, no ``TieredStorageConfig`` written). ``depends_on`` (the dependencies chart, the uploaded lifecycle scripts) is
     made an explicit dependency of the cluster.
 
     The construct ID of the L1 resource never changes with config, and neither do create-only
@@ -45,6 +48,8 @@ class HyperPodCluster(Construct):
         on_create_script: str = "on_create.sh",
         node_recovery: Literal["Automatic", "None"] = "Automatic",
         node_provisioning_mode: Literal["Continuous"] | None = "Continuous",
+        volume_kms_key_id: str | None = None,
+        tiered_checkpointing_memory_percent: int | None = None,
         depends_on: Sequence[IDependable] = (),
     ) -> None:
         super().__init__(scope, construct_id)
@@ -54,6 +59,9 @@ class HyperPodCluster(Construct):
         if missing:
             raise ConfigError("subnet_ids_by_az", sorted(subnet_ids_by_az),
                               f"no HyperPod subnet for the instance groups' AZ IDs {missing}")
+        keyed = [g.name for g in instance_groups if g.volume_encryption == "customer_managed"]
+        if keyed and volume_kms_key_id is None:
+            raise ConfigError("volume_kms_key_id", None, f"groups {keyed} ask for a customer managed volume key")
         pin_groups = len(subnet_ids_by_az) > 1
         self.cfn_cluster = sagemaker.CfnCluster(
             self,
@@ -67,9 +75,13 @@ class HyperPodCluster(Construct):
             ),
             node_recovery=node_recovery,
             node_provisioning_mode=node_provisioning_mode,
+            tiered_storage_config=None if tiered_checkpointing_memory_percent is None
+            else sagemaker.CfnCluster.TieredStorageConfigProperty(
+                mode="Enable", instance_memory_allocation_percentage=tiered_checkpointing_memory_percent),
             instance_groups=[
                 self._group(group, execution_role_arn, lifecycle_s3_uri, on_create_script,
-                            subnet_ids_by_az[group.az_id] if pin_groups else None, security_group_ids)
+                            subnet_ids_by_az[group.az_id] if pin_groups else None, security_group_ids,
+                            volume_kms_key_id if group.volume_encryption == "customer_managed" else None)
                 for group in instance_groups
             ],
         )
@@ -99,6 +111,7 @@ class HyperPodCluster(Construct):
         on_create: str,
         pinned_subnet: str | None,
         security_group_ids: Sequence[str],
+        volume_key: str | None,
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         kubernetes = None
         if group.labels or group.taints:
@@ -121,10 +134,18 @@ class HyperPodCluster(Construct):
             instance_storage_configs=[
                 sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
                     ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
-                        volume_size_in_gb=group.ebs_volume_gb
+                        volume_size_in_gb=group.ebs_volume_gb, volume_kms_key_id=volume_key
                     )
-                )
+                ),
+                # RootVolume true: the same key for the root volume, whose size HyperPod decides (botocore's
+                # ClusterEbsVolumeConfig.RootVolume).
+                *([sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                    ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                        root_volume=True, volume_kms_key_id=volume_key))] if volume_key else []),
             ],
+            capacity_requirements=sagemaker.CfnCluster.ClusterCapacityRequirementsProperty(spot={})
+            if group.capacity == "spot" else None,
+            min_instance_count=group.min_instance_count,
             on_start_deep_health_checks=list(group.deep_health_checks) or None,
             training_plan_arn=group.training_plan_arn,
             override_vpc_config=(

@@ -5,7 +5,8 @@ that terminates every node and every running job, for FSx it is a new, empty fil
 from the synthesized templates, the create-only properties (``infra.create_only``) of the HyperPod and EKS
 clusters and the FSx file system, and of every resource those properties point at, through ``Ref``,
 ``Fn::GetAtt``, ``Fn::Sub`` and cross-stack exports: subnets, security groups, the VPC and its CIDRs, the
-execution role. It also records each instance group's create-only fields and instance count.
+execution role. It also records each instance group's create-only fields, the KMS key of its EBS volumes and its
+instance count.
 
 - Every synth compares its templates with ``config/locks/<project>.lock.json`` (keyed by the project, so
   moving or renaming the config file changes nothing) and refuses a replacement unless
@@ -29,7 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from infra.config import AppConfig
-from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, RESOURCE_TYPES, create_only_paths, lookup
+from infra.create_only import (
+    GROUP_VOLUME_KEY,
+    HYPERPOD_GROUP_CREATE_ONLY,
+    RESOURCE_TYPES,
+    create_only_paths,
+    group_volume_key,
+    lookup,
+)
 from infra.errors import ConfigError
 
 LOCK_VERSION = 2
@@ -83,6 +91,7 @@ def _groups(resource: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {
         g["InstanceGroupName"]: {
             **{f: g.get(f) for f in HYPERPOD_GROUP_CREATE_ONLY if g.get(f) is not None},
+            **({GROUP_VOLUME_KEY: group_volume_key(g)} if group_volume_key(g) is not None else {}),
             "InstanceCount": g.get("InstanceCount"),
         }
         for g in groups
@@ -134,6 +143,10 @@ def _show(value: Any) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
+def _volume_key(value: Any) -> str:
+    return _show(value) if value is not None else "AWS's own key"
+
+
 def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """What in ``current`` would replace (or delete) a resource recorded in ``locked``; empty when nothing."""
     reasons = []
@@ -160,6 +173,14 @@ def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list
                         f"hyperpod.instance_groups[{name}] {field} changes from {_show(group.get(field))} "
                         f"to {_show(groups_after[name].get(field))}"
                     )
+            # A lock written before the key was recorded has none: the group was created with AWS's key.
+            was, will = group.get(GROUP_VOLUME_KEY), groups_after[name].get(GROUP_VOLUME_KEY)
+            if was != will:
+                reasons.append(
+                    f"hyperpod.instance_groups[{name}] the KMS key of its EBS volumes changes from {_volume_key(was)} "
+                    f"to {_volume_key(will)}, which HyperPod cannot do to an existing group (set the group's "
+                    f"volume_encryption to {'customer_managed' if was else 'aws_managed'} to keep it)"
+                )
     return reasons
 
 

@@ -77,19 +77,25 @@ def test_cluster_waits_for_the_chart_and_the_scripts(default_synth):
     assert any(resources[d]["Type"] == "Custom::CDKBucketDeployment" for d in depends)
 
 
-def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, variant_synth):
+def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, variant_synth, group_features_synth):
     """Validate against botocore's CreateCluster model: patterns, ranges and enums of every field we set."""
     import botocore.session
 
     model = botocore.session.get_session().get_service_model("sagemaker")
     request = model.operation_model("CreateCluster").input_shape
     group_shape = request.members["InstanceGroups"].member
-    for synth in (default_synth, variant_synth):
+    for synth in (default_synth, variant_synth, group_features_synth):
         props = _cluster(synth)[1]["Properties"]
         name_shape = request.members["ClusterName"]
         assert re.fullmatch(name_shape.metadata["pattern"], props["ClusterName"])
         assert props["NodeRecovery"] in request.members["NodeRecovery"].enum
         assert props["NodeProvisioningMode"] in request.members["NodeProvisioningMode"].enum
+        if "TieredStorageConfig" in props:
+            tiered = request.members["TieredStorageConfig"]
+            assert set(props["TieredStorageConfig"]) <= set(tiered.members)
+            assert props["TieredStorageConfig"]["Mode"] in tiered.members["Mode"].enum
+            share = tiered.members["InstanceMemoryAllocationPercentage"].metadata
+            assert share["min"] <= props["TieredStorageConfig"]["InstanceMemoryAllocationPercentage"] <= share["max"]
         for group in props["InstanceGroups"]:
             members = group_shape.members
             assert re.fullmatch(members["InstanceGroupName"].metadata["pattern"], group["InstanceGroupName"])
@@ -103,7 +109,17 @@ def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, varian
             volume = members["InstanceStorageConfigs"].member.members["EbsVolumeConfig"]
             size = volume.members["VolumeSizeInGB"].metadata
             for config in group["InstanceStorageConfigs"]:
-                assert size["min"] <= config["EbsVolumeConfig"]["VolumeSizeInGB"] <= size["max"]
+                ebs = config["EbsVolumeConfig"]
+                assert set(ebs) <= set(volume.members)
+                # RootVolume true takes no size and needs a key; otherwise a size (botocore's RootVolume docs).
+                if ebs.get("RootVolume"):
+                    assert "VolumeSizeInGB" not in ebs and "VolumeKmsKeyId" in ebs
+                else:
+                    assert size["min"] <= ebs["VolumeSizeInGB"] <= size["max"]
+            if "CapacityRequirements" in group:
+                assert set(group["CapacityRequirements"]) <= set(members["CapacityRequirements"].members)
+            if "MinInstanceCount" in group:
+                assert members["MinInstanceCount"].metadata["min"] <= group["MinInstanceCount"] <= group["InstanceCount"]
             on_create = members["LifeCycleConfig"].members["OnCreate"].metadata
             assert re.fullmatch(on_create["pattern"], group["LifeCycleConfig"]["OnCreate"])
 
