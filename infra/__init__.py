@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "HelmRelease": "infra.helm_release",
     "ChartSource": "infra.helm_release",
     "HyperPodCluster": "infra.hyperpod.cluster",
+    "HyperPodVolumeKey": "infra.hyperpod.volume_key",
     "HyperPodObservability": "infra.observability",
     "ContainerInsights": "infra.observability",
     "ManagedPrometheus": "infra.observability",

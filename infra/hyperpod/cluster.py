@@ -19,15 +19,16 @@ class HyperPodCluster(Construct):
     ``instance_groups`` are ``InstanceGroupConfig`` values: the validated group struct the config file uses
     too (build one in code with keyword arguments), so the group fields and their checks exist once.
     Every instance group becomes a ``ClusterInstanceGroup`` with its type, count, threads per
-    core, one EBS volume (mounted at /opt/sagemaker), deep health checks, optional training plan, and
-    Kubernetes labels and taints, Spot capacity (``CapacityRequirements``) and ``MinInstanceCount`` when the group
-    asks for them. A group whose ``volume_encryption`` is customer_managed has its root and /opt/sagemaker volumes
-    encrypted with ``volume_kms_key_id`` (``HyperPodVolumeKey``); otherwise AWS's key is used. ``VpcConfig`` lists the HyperPod subnets and the EFA security group; when
-    there is more than one HyperPod subnet each group is pinned to its AZ's subnet with
-    ``OverrideVpcConfig``. Node recovery (Automatic by default) and node provisioning mode (Continuous by
-    default) are props, and so is managed tiered checkpointing (``tiered_checkpointing_memory_percent``: the share
-    of each node's memory, None = off, no ``TieredStorageConfig`` written). ``depends_on`` (the dependencies chart, the uploaded lifecycle scripts) is
-    made an explicit dependency of the cluster.
+    core, one EBS volume (mounted at /opt/sagemaker), deep health checks, optional training plan,
+    Kubernetes labels and taints, and Spot capacity (``CapacityRequirements``) and ``MinInstanceCount`` when
+    the group asks for them. A group whose ``volume_encryption`` is customer_managed has its root and
+    /opt/sagemaker volumes encrypted with ``volume_kms_key_id`` (``HyperPodVolumeKey``); the others use AWS's
+    key. ``VpcConfig`` lists the HyperPod subnets and the EFA security group; when there is more than one
+    HyperPod subnet each group is pinned to its AZ's subnet with ``OverrideVpcConfig``. Node recovery
+    (Automatic by default), node provisioning mode (Continuous by default) and managed tiered checkpointing
+    (``tiered_checkpointing_memory_percent``, the share of each node's memory; None writes no
+    ``TieredStorageConfig``) are props. ``depends_on`` (the dependencies chart, the uploaded lifecycle
+    scripts) is made an explicit dependency of the cluster.
 
     The construct ID of the L1 resource never changes with config, and neither do create-only
     properties for routine changes (counts, adding or removing groups): see ``infra.hyperpod.lock``.

@@ -28,6 +28,7 @@ PAGES: dict[str, str] = {
     "HelmRelease": "helm-releases.md",
     "ChartSource": "helm-releases.md",
     "HyperPodCluster": "hyperpod-cluster.md",
+    "HyperPodVolumeKey": "hyperpod-volume-key.md",
     "HyperPodObservability": "observability.md",
     "ContainerInsights": "observability.md",
     "ManagedPrometheus": "observability.md",

@@ -119,7 +119,8 @@ def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, varian
             if "CapacityRequirements" in group:
                 assert set(group["CapacityRequirements"]) <= set(members["CapacityRequirements"].members)
             if "MinInstanceCount" in group:
-                assert members["MinInstanceCount"].metadata["min"] <= group["MinInstanceCount"] <= group["InstanceCount"]
+                least = members["MinInstanceCount"].metadata["min"]
+                assert least <= group["MinInstanceCount"] <= group["InstanceCount"]
             on_create = members["LifeCycleConfig"].members["OnCreate"].metadata
             assert re.fullmatch(on_create["pattern"], group["LifeCycleConfig"]["OnCreate"])
 
