@@ -27,7 +27,7 @@ from hpctl import cluster as api
 from hpctl import leftovers
 from hpctl.aws import loader
 from hpctl.errors import UsageError, describe_aws_error, error_code, is_not_found
-from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, dotted
+from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, dotted, group_volume_key
 from infra.hyperpod.chart_installer.handler import github_archive_url
 from infra.observability_addon import (
     HYPERPOD_OBSERVABILITY_ADDON,
@@ -506,6 +506,9 @@ def _group_changes(logical_id: str, old: dict[str, Any], new: dict[str, Any]) ->
         if name in new_groups:
             for p in _changed(group, new_groups[name], HYPERPOD_GROUP_CREATE_ONLY):
                 problems.append(f"{logical_id} group {name}: {p} changes")
+            if group_volume_key(group) != group_volume_key(new_groups[name]):
+                problems.append(f"{logical_id} group {name}: the KMS key of its EBS volumes changes (HyperPod cannot "
+                                "change it on an existing group)")
     return problems
 
 

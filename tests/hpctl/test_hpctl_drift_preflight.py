@@ -325,6 +325,17 @@ def test_a_group_instance_type_change_fails(tmp_path: Path) -> None:
     assert check.verdict == "fail" and "group workers: InstanceType changes" in check.reason
 
 
+def test_a_volume_key_on_a_deployed_group_fails(tmp_path: Path) -> None:
+    synth = _edit(
+        HP_TEMPLATE,
+        lambda t: t["Resources"]["HyperPodCluster"]["Properties"]["InstanceGroups"][0].update(
+            InstanceStorageConfigs=[{"EbsVolumeConfig": {"VolumeSizeInGB": 500, "VolumeKmsKeyId": {"Ref": "Key"}}}]
+        ),
+    )
+    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster")
+    assert check.verdict == "fail" and "group workers: the KMS key of its EBS volumes changes" in check.reason
+
+
 def test_a_cluster_vpc_change_fails(tmp_path: Path) -> None:
     synth = _edit(
         HP_TEMPLATE,
