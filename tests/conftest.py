@@ -47,7 +47,8 @@ XDIST_GROUPS: dict[str, str] = {
     "variant_synth": "variant",
     "byo_synth": "variant",
     "group_removed_synth": "variant",
-    "cfn_lint_findings": "variant",  # lints the default, variant and byo templates
+    "group_features_synth": "variant",
+    "cfn_lint_findings": "variant",  # lints the default, variant, byo and group-features templates
     "routine_synth": "routine",
     "observability_minimal_synth": "observability-minimal",
     "observability_rest_off_synth": "observability-rest-off",
