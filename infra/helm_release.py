@@ -11,6 +11,7 @@ The Provider's asynchronous mode (``is_complete_handler`` with ``total_timeout``
 ``is_complete`` poll would have to re-implement helm's readiness wait with kubectl, and the releases here either
 install without waiting (the HyperPod dependencies chart, before any node exists) or become ready in
 minutes (the shared storage volume and claim).
+Why not aws-cdk-lib's ``aws_eks_v2.HelmChart`` and its kubectl provider: docs/decisions/helm-installer.md.
 """
 
 from __future__ import annotations
