@@ -50,18 +50,18 @@ def check_vendored_revision(chart: ChartConfig) -> None:
                           f"{chart.local_path} was vendored at {vendored}: run make vendor-chart again")
 
 
-class HyperPodDependenciesChart(HelmInstaller):
+class HyperPodDependenciesChart(Construct):
     """Installs the HyperPod dependencies chart (release ``hyperpod-dependencies`` in ``kube-system``).
 
-    A ``HelmInstaller`` (function, role, security group, access entry, provider: see there) with one
-    ``HelmRelease``, ``self.release``. The chart comes from, per ``ChartConfig.source``:
+    Holds a ``HelmInstaller``, ``self.installer`` (function, role, security group, access entry, provider: see
+    there), and one ``HelmRelease``, ``self.release``. The chart comes from, per ``ChartConfig.source``:
       - ``git`` (default): the public repository at the pinned commit ``revision`` (never a branch);
       - ``oci``: ``oci_uri`` at the pinned ``version`` (for teams that mirror the chart);
       - ``local``: a chart directory in this repository, uploaded as a CDK asset.
     ``health-monitoring-agent.region`` is set to the stack's region (by the handler) unless the chart values
     in config set it.
 
-    Other releases of the same stack can share this installer: ``HelmRelease(..., installer=this)``.
+    Other releases of the same stack can share its installer: ``HelmRelease(..., installer=chart.installer)``.
     Make the HyperPod cluster depend on ``self.release``.
     """
 
@@ -78,8 +78,11 @@ class HyperPodDependenciesChart(HelmInstaller):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
-        super().__init__(
-            scope, construct_id,
+        super().__init__(scope, construct_id)
+        # "Default" is left out of logical IDs: the installer's resources keep the IDs they had when this
+        # construct was itself the installer (its log groups and security group are in the upgrade baseline).
+        self.installer = HelmInstaller(
+            self, "Default",
             cluster=cluster, vpc=vpc, subnets=subnets, cluster_security_group=cluster_security_group,
             purpose="HyperPod dependencies chart installer",
             installs="the HyperPod dependencies Helm chart",
@@ -87,7 +90,7 @@ class HyperPodDependenciesChart(HelmInstaller):
         )
         self.release = HelmRelease(
             self, "Release",
-            installer=self,
+            installer=self.installer,
             release_name=RELEASE_NAME,
             namespace=NAMESPACE,
             chart=chart_source(self, chart),
