@@ -11,11 +11,11 @@ from aws_cdk import Aws, CustomResource, Duration, Fn, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.common import acknowledge, nag_name
 from infra.config import S3_PREFIX_PATTERN
+from infra.provider import logged_provider
 
 # The provisioner's runtime code (see its module docstring for what it does on create, update and delete).
 HANDLER_DIR = Path(__file__).parent / "grafana_provisioner"
@@ -121,10 +121,8 @@ class GrafanaContent(Construct):
             description="Provisions HyperPod's Grafana data sources, dashboards and alert rules",
         )
         self.function.node.add_dependency(self.policy)
-        self.provider = cr.Provider(
-            self, "Provider", on_event_handler=self.function,
-            log_group=logs.LogGroup(self, "ProviderLogs", retention=log_retention, removal_policy=removal_policy),
-        )
+        self.provider = logged_provider(self, on_event=self.function, log_retention=log_retention,
+                                        removal_policy=removal_policy)
         self.resource = CustomResource(
             self, "Resource",
             service_token=self.provider.service_token,
@@ -141,19 +139,3 @@ class GrafanaContent(Construct):
                 "Content": content_manifest(s3_source or GITHUB_SOURCE),
             },
         )
-        self._acknowledge()
-
-    def _acknowledge(self) -> None:
-        on_event = self.provider.node.find_child("framework-onEvent")
-        acknowledge(
-            on_event,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-            "The custom resource framework function (aws-cdk-lib) uses the basic execution policy for its logs.",
-        )
-        acknowledge(
-            on_event,
-            f"AwsSolutions-IAM5[Resource::{nag_name(self, self.function.function_arn)}:*]",
-            "The framework invokes the provisioner function and its versions (aws-cdk-lib's Provider).",
-        )
-        acknowledge(on_event, "AwsSolutions-L1",
-                    "The framework function's runtime is set by aws-cdk-lib and moves with library upgrades.")

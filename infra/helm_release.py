@@ -28,12 +28,12 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
-from aws_cdk import custom_resources as cr
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
-from infra.common import acknowledge, nag_name
-from infra.hyperpod.chart_installer.handler import DEFAULT_TIMEOUT_MINUTES, FUNCTION_TIMEOUT_SECONDS
+from infra.common import acknowledge
+from infra.hyperpod.chart_installer.handler.deadline import DEFAULT_TIMEOUT_MINUTES, FUNCTION_TIMEOUT_SECONDS
+from infra.provider import logged_provider
 
 # The installer's runtime code (helm upgrade --install / uninstall, see its module docstring).
 HANDLER_DIR = Path(__file__).parent / "hyperpod" / "chart_installer"
@@ -80,10 +80,10 @@ class HelmInstaller(Construct):
     Create one per stack and pass it to every ``HelmRelease`` of that stack: the releases share the
     function, its role, its access entry and its provider.
 
-    The function (``chart_installer/handler.py``, with helm from the kubectl layer) runs ``helm upgrade
+    The function (the ``chart_installer/handler`` package, with helm from the kubectl layer) runs ``helm upgrade
     --install`` and ``helm uninstall`` with ``--namespace`` every time and reports any helm failure as a
     failure; a release left pending by a stopped run is recovered first, a failed new install is removed
-    again (the handler's docstring lists every failure path, this module's the time limits). It runs in
+    again (the handler package's docstring lists every failure path, this module's the time limits). It runs in
     ``subnets`` (private, with a route to the chart sources) with its own security group, which is allowed
     HTTPS into ``cluster_security_group`` by an ingress rule kept in this stack (the cluster's stack does
     not learn about the installer); its role gets an EKS access entry with cluster-admin scope, and every
@@ -161,32 +161,13 @@ class HelmInstaller(Construct):
             access_policies=[eks.AccessPolicy.from_access_policy_name(
                 "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)],
         )
-        self.provider = cr.Provider(
-            self, "Provider",
-            on_event_handler=self.function,
-            log_group=logs.LogGroup(self, "ProviderLogs", retention=log_retention, removal_policy=removal_policy),
-        )
-        self._acknowledge()
-
-    def _acknowledge(self) -> None:
+        self.provider = logged_provider(self, on_event=self.function, log_retention=log_retention,
+                                        removal_policy=removal_policy)
         acknowledge(
             self.role, "AwsSolutions-IAM5[Resource::*]",
             "Only the Lambda VPC attachment actions (ec2 ENI create/describe/delete/assign) use '*': the ENI "
             "does not exist before the call, as in AWSLambdaVPCAccessExecutionRole.",
         )
-        on_event = self.provider.node.find_child("framework-onEvent")
-        acknowledge(
-            on_event,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-            "The custom resource framework function (aws-cdk-lib) uses the basic execution policy for its logs.",
-        )
-        acknowledge(
-            on_event,
-            f"AwsSolutions-IAM5[Resource::{nag_name(self, self.function.function_arn)}:*]",
-            "The framework invokes the installer function and its versions (aws-cdk-lib's Provider).",
-        )
-        acknowledge(on_event, "AwsSolutions-L1",
-                    "The framework function's runtime is set by aws-cdk-lib and moves with library upgrades.")
 
 
 class HelmRelease(CustomResource):

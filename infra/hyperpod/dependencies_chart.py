@@ -15,7 +15,7 @@ from constructs import Construct
 from infra.config import ChartConfig
 from infra.errors import ConfigError
 from infra.helm_release import HANDLER_DIR, HELM_TIMEOUT_MINUTES, ChartSource, HelmInstaller, HelmRelease
-from infra.hyperpod.chart_installer.handler import VENDOR_LOCK
+from infra.hyperpod.chart_installer.handler.charts import VENDOR_LOCK
 
 RELEASE_NAME = "hyperpod-dependencies"
 NAMESPACE = "kube-system"

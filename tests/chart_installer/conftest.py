@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.hyperpod.chart_installer import handler
+from infra.hyperpod.chart_installer.handler import aws_clients, charts, process
 
 from .fakes import FAKE_HELM, FAKE_KUBECTL, REGION, FakeAws, FakeDownloads, FakeHelm, github_tarball
 
@@ -46,22 +46,22 @@ def hermetic(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"unfaked boundary called with {args!r}")
 
-    monkeypatch.setattr(handler, "run", refuse)
-    monkeypatch.setattr(handler, "urlopen", refuse)
-    monkeypatch.setattr(handler, "aws_client", refuse)
+    monkeypatch.setattr(process, "run", refuse)
+    monkeypatch.setattr(charts, "urlopen", refuse)
+    monkeypatch.setattr(aws_clients, "client", refuse)
 
 
 @pytest.fixture
 def helm(monkeypatch: pytest.MonkeyPatch) -> FakeHelm:
     fake = FakeHelm()
-    monkeypatch.setattr(handler, "run", fake)
+    monkeypatch.setattr(process, "run", fake)
     return fake
 
 
 @pytest.fixture
 def downloads(monkeypatch: pytest.MonkeyPatch) -> FakeDownloads:
     fake = FakeDownloads()
-    monkeypatch.setattr(handler, "urlopen", fake)
+    monkeypatch.setattr(charts, "urlopen", fake)
     monkeypatch.setattr(time, "sleep", fake.sleeps.append)
     return fake
 
@@ -69,7 +69,7 @@ def downloads(monkeypatch: pytest.MonkeyPatch) -> FakeDownloads:
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAws]:
     fake = FakeAws()
-    monkeypatch.setattr(handler, "aws_client", fake.client)
+    monkeypatch.setattr(aws_clients, "client", fake.client)
     yield fake
     fake.verify()
 

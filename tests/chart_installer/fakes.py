@@ -130,7 +130,7 @@ class HelmCall:
 
 @dataclass
 class FakeHelm:
-    """Stands in for handler.run (helm and kubectl); records every call and what the files it was given held.
+    """Stands in for process.run (helm and kubectl); records every call and what the files it was given held.
 
     ``results`` overrides a command's (exit code, stdout, stderr), or holds an exception to raise or a function
     returning the triple; ``history``
@@ -192,7 +192,7 @@ class FakeHelm:
 
 @dataclass
 class FakeDownloads:
-    """Stands in for handler.urlopen; each queued outcome is bytes to serve or an exception."""
+    """Stands in for charts.urlopen; each queued outcome is bytes to serve or an exception."""
 
     outcomes: list[bytes | Exception] = field(default_factory=list)
     urls: list[str] = field(default_factory=list)
@@ -211,7 +211,7 @@ class FakeDownloads:
 
 
 class FakeAws:
-    """handler.aws_client replacement: stubbed EKS and S3, a real STS client for presigning."""
+    """aws_clients.client replacement: stubbed EKS and S3, a real STS client for presigning."""
 
     def __init__(self) -> None:
         self.eks = boto3.client("eks", region_name=REGION)

@@ -19,7 +19,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from infra.hyperpod.chart_installer import handler
-from infra.hyperpod.chart_installer.handler import run as real_run  # before any test fakes it
+from infra.hyperpod.chart_installer.handler import charts, cluster, deadline, errors, process
+from infra.hyperpod.chart_installer.handler.process import run as real_run  # before any test fakes it
 
 from .fakes import (
     ARCHIVE_URL,
@@ -136,7 +137,7 @@ def test_failed_upgrade_raises_with_helm_stderr(
     helm.history = revisions("deployed")
     helm.results["upgrade"] = (1, "", "Error: UPGRADE FAILED: context deadline exceeded\n")
 
-    with pytest.raises(handler.ChartInstallerError, match="UPGRADE FAILED: context deadline exceeded"):
+    with pytest.raises(errors.ChartInstallerError, match="UPGRADE FAILED: context deadline exceeded"):
         handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
     # helm marked the revision failed; the release stays for CloudFormation's rollback to upgrade again.
     assert "uninstall" not in helm.commands()
@@ -150,7 +151,7 @@ def test_failed_dependency_build_raises_before_install(
     github()
     helm.results["dependency"] = (1, "", "Error: could not download oci://quay.io/jetstack/charts\n")
 
-    with pytest.raises(handler.ChartInstallerError, match="dependency build .*could not download"):
+    with pytest.raises(errors.ChartInstallerError, match="dependency build .*could not download"):
         create()
     assert helm.commands() == ["dependency"]
 
@@ -172,7 +173,7 @@ def test_create_fails_clearly_when_the_cluster_does_not_exist(
 ) -> None:
     aws.cluster_missing()
 
-    with pytest.raises(handler.ClusterNotFoundError, match=CLUSTER):
+    with pytest.raises(errors.ClusterNotFoundError, match=CLUSTER):
         create()
     assert helm.calls == []
     assert downloads.urls == []
@@ -238,7 +239,7 @@ def test_delete_with_any_other_helm_error_raises(helm: FakeHelm, aws: FakeAws, s
     aws.cluster_exists()
     helm.results["uninstall"] = (1, "", stderr)
 
-    with pytest.raises(handler.ChartInstallerError, match="helm uninstall kube-system/hyperpod-dependencies"):
+    with pytest.raises(errors.ChartInstallerError, match="helm uninstall kube-system/hyperpod-dependencies"):
         handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
 
 
@@ -261,7 +262,7 @@ def test_delete_does_not_validate_the_chart_source(helm: FakeHelm, aws: FakeAws)
 
 
 def test_unknown_request_type_raises() -> None:
-    with pytest.raises(handler.ChartInstallerError, match="RequestType"):
+    with pytest.raises(errors.ChartInstallerError, match="RequestType"):
         handler.on_event(cfn_event("Replace", git_properties()), None)
 
 
@@ -272,7 +273,7 @@ def test_unknown_request_type_raises() -> None:
 def test_a_revision_that_is_not_a_commit_sha_is_refused_before_any_download(
     helm: FakeHelm, aws: FakeAws, downloads: FakeDownloads, revision: str
 ) -> None:
-    with pytest.raises(handler.ChartInstallerError, match="GitRevision"):
+    with pytest.raises(errors.ChartInstallerError, match="GitRevision"):
         create(git_properties(GitRevision=revision))
     assert downloads.urls == []
     assert helm.calls == []
@@ -300,7 +301,7 @@ def test_a_revision_that_is_not_a_commit_sha_is_refused_before_any_download(
 def test_invalid_properties_are_refused_before_touching_aws_or_the_network(
     helm: FakeHelm, aws: FakeAws, downloads: FakeDownloads, overrides: dict[str, object], message: str
 ) -> None:
-    with pytest.raises(handler.ChartInstallerError, match=message):
+    with pytest.raises(errors.ChartInstallerError, match=message):
         create(git_properties(**overrides))
     assert downloads.urls == []
     assert helm.calls == []
@@ -328,7 +329,7 @@ def test_download_does_not_retry_a_missing_commit(
     aws.cluster_exists()
     downloads.serve(HTTPError(ARCHIVE_URL, 404, "Not Found", None, None))  # type: ignore[arg-type]
 
-    with pytest.raises(handler.ChartInstallerError, match="HTTP 404"):
+    with pytest.raises(errors.ChartInstallerError, match="HTTP 404"):
         create()
     assert len(downloads.urls) == 1
     assert helm.calls == []
@@ -338,11 +339,11 @@ def test_download_gives_up_after_the_last_attempt(
     helm: FakeHelm, aws: FakeAws, downloads: FakeDownloads
 ) -> None:
     aws.cluster_exists()
-    downloads.serve(*[TimeoutError("timed out")] * handler.DOWNLOAD_ATTEMPTS)
+    downloads.serve(*[TimeoutError("timed out")] * charts.DOWNLOAD_ATTEMPTS)
 
-    with pytest.raises(handler.ChartInstallerError, match="timed out"):
+    with pytest.raises(errors.ChartInstallerError, match="timed out"):
         create()
-    assert len(downloads.urls) == handler.DOWNLOAD_ATTEMPTS
+    assert len(downloads.urls) == charts.DOWNLOAD_ATTEMPTS
     assert downloads.sleeps == [2, 4, 8]
 
 
@@ -374,7 +375,7 @@ def test_a_tarball_with_a_path_traversal_member_is_refused(
     aws.cluster_exists()
     github(extra=[member])
 
-    with pytest.raises(handler.UnsafeArchiveError, match=message):
+    with pytest.raises(errors.UnsafeArchiveError, match=message):
         create()
     assert helm.calls == []
 
@@ -386,7 +387,7 @@ def test_missing_chart_yaml_is_a_clear_error(
     github(chart_yaml=None)
 
     with pytest.raises(
-        handler.ChartInstallerError, match=r"no Chart\.yaml at 'helm_chart/HyperPodHelmChart'"
+        errors.ChartInstallerError, match=r"no Chart\.yaml at 'helm_chart/HyperPodHelmChart'"
     ):
         create()
     assert helm.calls == []
@@ -421,7 +422,7 @@ def test_oci_source_pulls_the_pinned_version(helm: FakeHelm, aws: FakeAws, downl
 def test_oci_source_requires_an_exact_version(helm: FakeHelm, aws: FakeAws, version: str | None) -> None:
     props = git_properties(Source="oci", OciChartUri="oci://public.ecr.aws/example/c", ChartVersion=version)
 
-    with pytest.raises(handler.ChartInstallerError, match="ChartVersion"):
+    with pytest.raises(errors.ChartInstallerError, match="ChartVersion"):
         create(props)
     assert helm.calls == []
 
@@ -456,7 +457,7 @@ def test_s3_asset_with_a_path_traversal_member_is_refused(helm: FakeHelm, aws: F
     aws.s3_object("cdk-assets", "evil.zip", _chart_zip({"Chart.yaml": "x", "../escaped.txt": "x"}))
     props = git_properties(Source="s3", AssetBucket="cdk-assets", AssetKey="evil.zip", ChartPath=None)
 
-    with pytest.raises(handler.UnsafeArchiveError):
+    with pytest.raises(errors.UnsafeArchiveError):
         create(props)
     assert helm.calls == []
 
@@ -536,14 +537,17 @@ def test_run_logs_the_command_and_returns_its_output(capsys: pytest.CaptureFixtu
 
 
 def test_run_is_the_only_place_a_subprocess_starts() -> None:
-    source = Path(handler.__file__).read_text()
-    assert source.count("subprocess.Popen(") == 1
-    assert "subprocess.run(" not in source
-    assert "os.system" not in source
+    sources = {path.name: path.read_text() for path in Path(handler.__file__).parent.glob("*.py")}
+    assert len(sources) > 1
+    assert {name: source.count("subprocess.Popen(") for name, source in sources.items() if "Popen" in source} == {
+        "process.py": 1}
+    for source in sources.values():
+        assert "subprocess.run(" not in source
+        assert "os.system" not in source
 
 
 def test_bearer_token_matches_the_aws_cli_format(aws: FakeAws) -> None:
-    token = handler.bearer_token(CLUSTER, REGION)
+    token = cluster.bearer_token(CLUSTER, REGION)
 
     encoded = token.removeprefix("k8s-aws-v1.")
     url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
@@ -569,7 +573,7 @@ def test_wait_false_installs_without_waiting_for_workloads_but_keeps_the_timeout
 
 @pytest.mark.parametrize("value", ["yes", "", "1"])
 def test_a_wait_that_is_not_true_or_false_is_refused(helm: FakeHelm, aws: FakeAws, value: str) -> None:
-    with pytest.raises(handler.ChartInstallerError, match="property Wait"):
+    with pytest.raises(errors.ChartInstallerError, match="property Wait"):
         create({**git_properties(), "Wait": value})
     assert helm.calls == []
 
@@ -593,13 +597,13 @@ def test_every_command_ends_before_the_lambda_and_helm_times_out_before_its_comm
 
     assert helm.commands() == ["dependency", "history", "upgrade", "status"]
     for call in helm.calls:
-        assert call.timeout <= left - handler.DEADLINE_MARGIN_SECONDS
+        assert call.timeout <= left - deadline.DEADLINE_MARGIN_SECONDS
     upgrade = helm.only("upgrade")
     # A new release keeps time back to be uninstalled if its install fails.
-    assert upgrade.timeout <= left - handler.DEADLINE_MARGIN_SECONDS - handler.CLEANUP_RESERVE_SECONDS
+    assert upgrade.timeout <= left - deadline.DEADLINE_MARGIN_SECONDS - deadline.CLEANUP_RESERVE_SECONDS
     minutes = int(upgrade.option("--timeout").removesuffix("m"))
     assert minutes == 3  # (360 - 45 - 90 - 15) // 60: helm's own timeout ends before the command is stopped
-    assert minutes * 60 + handler.TERMINATE_GRACE_SECONDS <= upgrade.timeout
+    assert minutes * 60 + process.TERMINATE_GRACE_SECONDS <= upgrade.timeout
 
 
 def test_without_a_lambda_context_the_function_timeout_is_the_deadline(
@@ -611,11 +615,11 @@ def test_without_a_lambda_context_the_function_timeout_is_the_deadline(
     create()
 
     for call in helm.calls:
-        assert call.timeout <= handler.FUNCTION_TIMEOUT_SECONDS - handler.DEADLINE_MARGIN_SECONDS
+        assert call.timeout <= deadline.FUNCTION_TIMEOUT_SECONDS - deadline.DEADLINE_MARGIN_SECONDS
 
 
 def test_too_little_time_left_fails_before_running_helm(helm: FakeHelm, aws: FakeAws) -> None:
-    with pytest.raises(handler.ChartInstallerError, match="too little"):
+    with pytest.raises(errors.ChartInstallerError, match="too little"):
         handler.on_event(cfn_event("Delete", git_properties(), physical_id=PHYSICAL_ID), _Context(30 * 1000))
     assert "uninstall" not in helm.commands()
 
@@ -623,8 +627,8 @@ def test_too_little_time_left_fails_before_running_helm(helm: FakeHelm, aws: Fak
 def test_a_download_that_outlasts_the_deadline_is_stopped() -> None:
     body = io.BytesIO(b"x" * (3 * 1024 * 1024))
 
-    with pytest.raises(handler.DeadlineExceededError, match="did not finish"):
-        handler.copy_until(body, io.BytesIO(), time.monotonic() - 1, ARCHIVE_URL)
+    with pytest.raises(errors.DeadlineExceededError, match="did not finish"):
+        charts.copy_until(body, io.BytesIO(), time.monotonic() - 1, ARCHIVE_URL)
 
 
 # --- commands that run out of time ---------------------------------------------------------------
@@ -633,20 +637,20 @@ def test_a_download_that_outlasts_the_deadline_is_stopped() -> None:
 def test_run_stops_a_command_at_its_deadline() -> None:
     started = time.monotonic()
 
-    with pytest.raises(handler.DeadlineExceededError, match="stopped after 1 s"):
+    with pytest.raises(errors.DeadlineExceededError, match="stopped after 1 s"):
         real_run([sys.executable, "-c", "import time; time.sleep(60)"], {}, 1)
     assert time.monotonic() - started < 10
 
 
 def test_run_kills_a_command_that_ignores_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(handler, "TERMINATE_GRACE_SECONDS", 1)
+    monkeypatch.setattr(process, "TERMINATE_GRACE_SECONDS", 1)
     ignores_sigterm = (
         "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
         "print('ready', flush=True); time.sleep(60)"
     )
     started = time.monotonic()
 
-    with pytest.raises(handler.DeadlineExceededError):
+    with pytest.raises(errors.DeadlineExceededError):
         real_run([sys.executable, "-c", ignores_sigterm], {}, 1)
     assert time.monotonic() - started < 10
 
@@ -656,9 +660,9 @@ def test_an_install_stopped_at_its_deadline_is_removed_again(
 ) -> None:
     aws.cluster_exists()
     github()
-    helm.results["upgrade"] = handler.DeadlineExceededError("helm upgrade was stopped after 600 s")
+    helm.results["upgrade"] = errors.DeadlineExceededError("helm upgrade was stopped after 600 s")
 
-    with pytest.raises(handler.DeadlineExceededError, match="stopped after 600 s"):
+    with pytest.raises(errors.DeadlineExceededError, match="stopped after 600 s"):
         create()
     assert helm.commands() == ["dependency", "history", "upgrade", "uninstall"]
     uninstall = helm.only("uninstall")
@@ -676,7 +680,7 @@ def test_a_failed_install_of_a_new_release_uninstalls_what_it_left(
     github()
     helm.results["upgrade"] = (1, "", "Error: INSTALLATION FAILED: admission webhook denied the request\n")
 
-    with pytest.raises(handler.ChartInstallerError, match="INSTALLATION FAILED: admission webhook") as raised:
+    with pytest.raises(errors.ChartInstallerError, match="INSTALLATION FAILED: admission webhook") as raised:
         create()
     assert "not removed" not in str(raised.value)
     assert helm.commands() == ["dependency", "history", "upgrade", "uninstall"]
@@ -693,7 +697,7 @@ def test_a_failed_cleanup_says_how_to_remove_the_partial_release(
     helm.results["upgrade"] = (1, "", "Error: INSTALLATION FAILED: timed out\n")
     helm.results["uninstall"] = (1, "", "Error: Kubernetes cluster unreachable\n")
 
-    with pytest.raises(handler.ChartInstallerError) as raised:
+    with pytest.raises(errors.ChartInstallerError) as raised:
         create()
     message = str(raised.value)
     assert "INSTALLATION FAILED" in message
@@ -711,7 +715,7 @@ def test_a_failed_install_after_an_earlier_failed_one_is_cleaned_up_too(
     helm.history = revisions("pending-install")
     helm.results["upgrade"] = (1, "", "Error: INSTALLATION FAILED: boom\n")
 
-    with pytest.raises(handler.ChartInstallerError, match="boom"):
+    with pytest.raises(errors.ChartInstallerError, match="boom"):
         create()
     assert helm.commands() == ["dependency", "history", "uninstall", "upgrade", "uninstall"]
 
@@ -774,7 +778,7 @@ def test_a_failed_rollback_stops_before_the_upgrade(
     helm.history = revisions("deployed", "pending-upgrade")
     helm.results["rollback"] = (1, "", "Error: timed out waiting for the condition\n")
 
-    with pytest.raises(handler.ChartInstallerError, match="helm rollback kube-system/hyperpod-dependencies 1"):
+    with pytest.raises(errors.ChartInstallerError, match="helm rollback kube-system/hyperpod-dependencies 1"):
         handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
     assert "upgrade" not in helm.commands()
     assert "uninstall" not in helm.commands()
@@ -787,7 +791,7 @@ def test_an_unreadable_history_fails_before_touching_the_release(
     github()
     helm.results["history"] = (1, "", "Error: Kubernetes cluster unreachable: dial tcp: i/o timeout\n")
 
-    with pytest.raises(handler.ChartInstallerError, match="helm history .*cluster unreachable"):
+    with pytest.raises(errors.ChartInstallerError, match="helm history .*cluster unreachable"):
         create()
     assert helm.commands() == ["dependency", "history"]
 
@@ -872,7 +876,7 @@ def test_a_failed_crd_apply_stops_before_the_upgrade(
     helm.rendered = RENDERED
     helm.results["kubectl"] = (1, "", "The CustomResourceDefinition is invalid\n")
 
-    with pytest.raises(handler.ChartInstallerError, match="kubectl apply of the CRDs"):
+    with pytest.raises(errors.ChartInstallerError, match="kubectl apply of the CRDs"):
         handler.on_event(cfn_event("Update", git_properties(), PHYSICAL_ID), None)
     assert "upgrade" not in helm.commands()
 
@@ -925,7 +929,7 @@ def test_a_vendored_chart_that_differs_from_its_lock_is_refused(helm: FakeHelm, 
     aws.cluster_exists()
     aws.s3_object("cdk-assets", "vendored.zip", bundle)
 
-    with pytest.raises(handler.ChartInstallerError, match="differ from vendor-lock.json"):
+    with pytest.raises(errors.ChartInstallerError, match="differ from vendor-lock.json"):
         create(_s3_props("vendored.zip"))
     assert helm.calls == []
 
@@ -939,7 +943,7 @@ def test_a_release_installed_just_before_the_deadline_still_succeeds(
     now = time.monotonic()
 
     def upgrade_until_the_deadline() -> tuple[int, str, str]:
-        monkeypatch.setattr(time, "monotonic", lambda: now + handler.FUNCTION_TIMEOUT_SECONDS - 40)
+        monkeypatch.setattr(time, "monotonic", lambda: now + deadline.FUNCTION_TIMEOUT_SECONDS - 40)
         return 0, "Release has been upgraded.\n", ""
 
     helm.results["upgrade"] = upgrade_until_the_deadline

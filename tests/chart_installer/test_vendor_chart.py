@@ -18,8 +18,8 @@ import yaml
 
 from infra.config import ChartConfig, load_config
 from infra.errors import ConfigError
-from infra.hyperpod.chart_installer import handler
-from infra.hyperpod.chart_installer.handler import run as real_run  # before any test fakes it
+from infra.hyperpod.chart_installer.handler import charts, crds, errors, process
+from infra.hyperpod.chart_installer.handler.process import run as real_run  # before any test fakes it
 from infra.hyperpod.dependencies_chart import check_vendored_revision
 from tests.conftest import ROOT
 
@@ -101,7 +101,7 @@ class FakeHelmDependencies:
 @pytest.fixture
 def fake_helm(monkeypatch: pytest.MonkeyPatch) -> FakeHelmDependencies:
     fake = FakeHelmDependencies()
-    monkeypatch.setattr(handler, "run", fake)
+    monkeypatch.setattr(process, "run", fake)
     return fake
 
 
@@ -135,7 +135,7 @@ def test_vendoring_resolves_nested_dependencies_first_and_locks_every_archive(
     ]
     for name, digest in lock["archives"].items():
         assert hashlib.sha256((output / name).read_bytes()).hexdigest() == digest
-    assert json.loads((output / handler.VENDOR_LOCK).read_text()) == lock
+    assert json.loads((output / charts.VENDOR_LOCK).read_text()) == lock
     assert (output / "Chart.yaml").is_file()
 
 
@@ -146,10 +146,10 @@ def test_the_vendored_chart_passes_the_installers_check(
     output = tmp_path / "vendored"
     _vendor(tmp_path, output)
 
-    handler.verify_vendored(output)
+    charts.verify_vendored(output)
     (output / "charts" / "cert-manager-v1.18.2.tgz").write_text("another cert-manager")
-    with pytest.raises(handler.ChartInstallerError, match="cert-manager-v1.18.2.tgz"):
-        handler.verify_vendored(output)
+    with pytest.raises(errors.ChartInstallerError, match="cert-manager-v1.18.2.tgz"):
+        charts.verify_vendored(output)
 
 
 def test_vendoring_again_replaces_the_previous_directory(
@@ -174,9 +174,9 @@ def test_a_failed_helm_leaves_the_previous_vendored_chart_in_place(
     (output / "Chart.yaml").write_text("previous")
     downloads.serve(_source_tarball(tmp_path))
     failed = subprocess.CompletedProcess(["helm"], 1, "", "Error: could not download oci://quay.io/jetstack/charts")
-    monkeypatch.setattr(handler, "run", lambda args, env, timeout: failed)
+    monkeypatch.setattr(process, "run", lambda args, env, timeout: failed)
 
-    with pytest.raises(handler.ChartInstallerError, match="could not download"):
+    with pytest.raises(errors.ChartInstallerError, match="could not download"):
         _vendor(tmp_path, output)
     assert (output / "Chart.yaml").read_text() == "previous"
 
@@ -199,7 +199,7 @@ def test_the_kubectl_layers_helm_vendors_a_nested_chart_the_installer_accepts(
     tmp_path: Path, downloads: FakeDownloads, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real helm of the layer, offline: file:// dependencies need no registry."""
-    monkeypatch.setattr(handler, "run", real_run)
+    monkeypatch.setattr(process, "run", real_run)
     downloads.serve(_nested_file_chart(tmp_path))
     workdir = tmp_path / "work"
     workdir.mkdir()
@@ -210,13 +210,13 @@ def test_the_kubectl_layers_helm_vendors_a_nested_chart_the_installer_accepts(
 
     assert lock["helm"].startswith("v4.")
     assert sorted(lock["archives"]) == ["charts/mid-0.1.0.tgz", "charts/mid/charts/leaf-0.2.0.tgz"]
-    handler.verify_vendored(output)
+    charts.verify_vendored(output)
     rendered = subprocess.run(
         [str(helm), "template", "r", str(output), "--include-crds"],
-        capture_output=True, text=True, check=True, env=handler.helm_env(tmp_path / "render"),
+        capture_output=True, text=True, check=True, env=process.helm_env(tmp_path / "render"),
     ).stdout
     # helm may render the leaf's crds/ file twice (subchart loaded as directory and archive): applied once.
-    assert [handler.CRD_SOURCE.match(f).group(0) for f in handler.crd_files(rendered)] == [  # type: ignore[union-attr]
+    assert [crds.CRD_SOURCE.match(f).group(0) for f in crds.crd_files(rendered)] == [  # type: ignore[union-attr]
         "# Source: top/charts/mid/charts/leaf/crds/leafs.yaml"
     ]
 
@@ -231,14 +231,14 @@ def test_main_vendors_the_commit_the_config_pins(
     assert vendor_chart.main(["--output", str(output), "--helm", "/fake/helm"]) == 0
 
     assert downloads.urls == [f"{chart.git_repository}/archive/{chart.revision}.tar.gz"]
-    assert json.loads((output / handler.VENDOR_LOCK).read_text())["revision"] == chart.revision
+    assert json.loads((output / charts.VENDOR_LOCK).read_text())["revision"] == chart.revision
     assert "4 dependency archives locked" in capsys.readouterr().out
 
 
 def _local_chart(tmp_path: Path, lock: str | None) -> ChartConfig:
     (tmp_path / "Chart.yaml").write_text("apiVersion: v2\nname: vendored\nversion: 0.1.0\n")
     if lock is not None:
-        (tmp_path / handler.VENDOR_LOCK).write_text(lock)
+        (tmp_path / charts.VENDOR_LOCK).write_text(lock)
     return ChartConfig(source="local", local_path=str(tmp_path))
 
 
@@ -264,4 +264,4 @@ def test_a_stale_or_broken_vendored_chart_is_refused_at_synth(tmp_path: Path, lo
 def test_a_crd_file_rendered_twice_is_applied_once():
     doc = "# Source: top/charts/leaf/crds/a.yaml\nkind: CustomResourceDefinition\n"
     rendered = f"---\n{doc}---\n# Source: top/templates/cm.yaml\nkind: ConfigMap\n---\n{doc}"
-    assert handler.crd_files(rendered) == [doc]
+    assert crds.crd_files(rendered) == [doc]

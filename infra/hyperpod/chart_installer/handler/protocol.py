@@ -1,0 +1,96 @@
+"""The custom resource protocol: Create and Update install or upgrade the release, Delete uninstalls it."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .charts import fetch_chart
+from .cluster import describe_cluster
+from .crds import apply_crds
+from .deadline import CLEANUP_RESERVE_SECONDS, Deadline, lambda_deadline
+from .errors import ChartInstallerError, ClusterNotFoundError
+from .helm import (
+    HISTORY_MAX,
+    RELEASE_NOT_FOUND,
+    OnCluster,
+    helm_uninstall,
+    recover,
+    release_history,
+    release_revision,
+    remove_failed_install,
+)
+from .process import check, helm_env, log, tail
+from .properties import parse_release, parse_source, parse_values, release_to_delete
+
+
+def on_event(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    request_type = event.get("RequestType")
+    props = event.get("ResourceProperties") or {}
+    log(f"{request_type} request {event.get('RequestId', '')} for {event.get('LogicalResourceId', '')}")
+    deadline = lambda_deadline(context)
+    if request_type in ("Create", "Update"):
+        return install(props, previous_physical_id=event.get("PhysicalResourceId"), deadline=deadline)
+    if request_type == "Delete":
+        return uninstall(props, physical_id=str(event.get("PhysicalResourceId", "")), deadline=deadline)
+    raise ChartInstallerError(f"unknown RequestType {request_type!r}")
+
+
+def install(props: Mapping[str, Any], *, previous_physical_id: str | None, deadline: Deadline) -> dict[str, Any]:
+    release = parse_release(props)
+    source = parse_source(props)
+    values = parse_values(props.get("Values"), release.region)
+    cluster = describe_cluster(release.cluster_name, release.region)
+    if previous_physical_id and previous_physical_id != release.physical_id:
+        log(
+            f"release moves from {previous_physical_id} to {release.physical_id}; "
+            "CloudFormation deletes the old one after this update"
+        )
+    with tempfile.TemporaryDirectory(prefix="chart-installer-") as tmp:
+        workdir = Path(tmp)
+        env = helm_env(workdir)
+        chart_dir = fetch_chart(source, workdir, release.region, env, deadline)
+        values_file = workdir / "values.json"
+        values_file.write_text(json.dumps(values, indent=2))
+        on = OnCluster(release, cluster, workdir, env, deadline)
+        installed = recover(on, release_history(on))
+        if installed:
+            apply_crds(on, chart_dir, values_file)
+        upgrade = ["upgrade", "--install", release.name, str(chart_dir), "--create-namespace"]
+        upgrade += ["--values", str(values_file), "--history-max", str(HISTORY_MAX)]
+        # A new release keeps time back to be uninstalled again if its install fails.
+        keep = 0 if installed else CLEANUP_RESERVE_SECONDS
+        try:
+            result = on.helm(upgrade, operation=True, wait=release.wait, keep=keep)
+            check(result, f"helm upgrade --install {release.physical_id}")
+        except ChartInstallerError as error:
+            if not installed:
+                remove_failed_install(on, error)
+            raise
+        log(tail(result.stdout))
+        revision = release_revision(on)
+    data = {"Release": release.name, "Namespace": release.namespace}
+    if revision is not None:
+        data["Revision"] = revision
+    return {"PhysicalResourceId": release.physical_id, "Data": data}
+
+
+def uninstall(props: Mapping[str, Any], *, physical_id: str, deadline: Deadline) -> dict[str, Any]:
+    release = release_to_delete(props, physical_id)
+    deadline.seconds_left()  # fail before any call when the time is already up
+    try:
+        cluster = describe_cluster(release.cluster_name, release.region)
+    except ClusterNotFoundError:
+        log(f"cluster {release.cluster_name} no longer exists: nothing left to uninstall")
+        return {"PhysicalResourceId": physical_id}
+    with tempfile.TemporaryDirectory(prefix="chart-installer-") as tmp:
+        workdir = Path(tmp)
+        result = helm_uninstall(OnCluster(release, cluster, workdir, helm_env(workdir), deadline))
+    if result.returncode != 0 and RELEASE_NOT_FOUND in result.stderr:
+        log(f"release {release.physical_id} is not installed: nothing to uninstall")
+    else:
+        check(result, f"helm uninstall {release.physical_id}")
+    return {"PhysicalResourceId": physical_id}
