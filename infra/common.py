@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aws_cdk import Acknowledgment, ArnFormat, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_logs as logs
 from constructs import IConstruct
 
 from infra.config import RETENTION_DAYS
+from infra.intrinsics import UNKNOWN, render
 
 
 def retention(days: int) -> logs.RetentionDays:
@@ -32,25 +31,13 @@ def nag_name(scope: IConstruct, value: str) -> str:
     """How cdk-nag prints a (possibly token) value in a finding ID, e.g. ``<BucketAB12.Arn>/prefix/*``.
 
     Acknowledgments must name the exact finding, and a finding on a resource ARN embeds the logical ID
-    of the resource; this derives it instead of copying generated IDs into the code.
+    of the resource; this derives it instead of copying generated IDs into the code. A value with an intrinsic
+    ``render`` does not know is refused: its acknowledgment could never match the finding.
     """
-    resolved = Stack.of(scope).resolve(value)
-    return _render(resolved)
-
-
-def _render(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and len(value) == 1:
-        (function, argument), = value.items()
-        if function == "Fn::GetAtt":
-            return f"<{argument[0]}.{argument[1]}>"
-        if function == "Ref":
-            return f"<{argument}>"
-        if function == "Fn::Join":
-            separator, parts = argument
-            return str(separator).join(_render(part) for part in parts)
-    raise ValueError(f"cannot render {value!r} as a cdk-nag name")
+    name = render(Stack.of(scope).resolve(value))
+    if UNKNOWN in name:
+        raise ValueError(f"cannot name {value!r} in a cdk-nag finding: it renders as {name!r}")
+    return name
 
 
 def acknowledge(scope: IConstruct, finding: str, reason: str, pack: str = "AwsSolutions") -> None:

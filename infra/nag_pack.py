@@ -51,6 +51,7 @@ from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
 from constructs import IConstruct
 
 from infra.config import MIN_PUBLIC_ACCESS_PREFIX
+from infra.intrinsics import render
 
 PACK_NAME = "HyperPod"
 
@@ -73,28 +74,6 @@ def _listify(value: Any) -> list[Any]:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]
-
-
-def render(value: Any) -> str:
-    """A CloudFormation value as a string with placeholders: ``{"Ref": "B"}`` -> ``<B>``, GetAtt -> ``<B.Arn>``."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool | int | float):
-        return json.dumps(value)
-    if isinstance(value, dict) and len(value) == 1:
-        ((function, argument),) = value.items()
-        if function == "Ref":
-            return f"<{argument}>"
-        if function == "Fn::GetAtt":
-            parts = argument if isinstance(argument, list) else str(argument).split(".", 1)
-            return f"<{'.'.join(str(p) for p in parts)}>"
-        if function == "Fn::Join" and isinstance(argument, list) and len(argument) == 2:
-            return str(argument[0]).join(render(part) for part in _listify(argument[1]))
-        if function == "Fn::Sub":
-            return render(argument[0] if isinstance(argument, list) else argument)
-        if function == "Fn::ImportValue":
-            return f"<import:{render(argument)}>"
-    return "<?>"
 
 
 def _refers_to(value: Any, logical_id: str) -> bool:

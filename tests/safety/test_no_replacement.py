@@ -19,7 +19,7 @@ import pytest
 
 from infra.create_only import DATA_FILE, HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, from_cfn_lint, lookup
 from infra.hyperpod.lock import replacement_reasons, snapshot
-from infra.nag_pack import render
+from infra.intrinsics import render
 from tests.conftest import Synthesized, mutate, synthesize_variant
 
 PROTECTED_TYPES = ("AWS::EC2::VPC", "AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket")

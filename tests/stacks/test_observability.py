@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from infra.nag_pack import render
+from infra.intrinsics import render
 
 
 def _one(synth, cfn_type):
@@ -107,16 +107,6 @@ def test_grafana_reads_only_this_prometheus_workspace_and_cloudwatch(default_syn
     assert "NetworkAccessControl" not in props
 
 
-def _rendered(value) -> str:
-    """An ARN built with Fn::Join, pseudo parameters as <AWS::...>."""
-    if isinstance(value, str):
-        return value
-    if "Ref" in value:
-        return f"<{value['Ref']}>"
-    separator, parts = value["Fn::Join"]
-    return separator.join(_rendered(p) for p in parts)
-
-
 def test_grafana_queries_only_this_clusters_log_groups(default_synth):
     statements = _policy(default_synth, "ObservabilityGrafanaWorkspacePolicy")
     assert not [a for a in statements["ReadCloudWatch"]["Action"]
@@ -124,7 +114,7 @@ def test_grafana_queries_only_this_clusters_log_groups(default_synth):
     logs = statements["QueryThisClustersLogs"]
     # Stack.format_arn: the partition and region of a stack whose region is known are literals.
     prefix = "arn:aws:logs:us-west-2:<AWS::AccountId>:log-group:"
-    groups = {_rendered(r).removeprefix(prefix) for r in logs["Resource"]}
+    groups = {render(r).removeprefix(prefix) for r in logs["Resource"]}
     assert groups == {"/aws/eks/hyperpod-dev-eks/cluster", "/aws/eks/hyperpod-dev-eks/cluster:*",
                       "/aws/containerinsights/hyperpod-dev-eks/*", "/aws/containerinsights/hyperpod-dev-eks/*:*",
                       "/aws/sagemaker/Clusters/hyperpod-dev/*", "/aws/sagemaker/Clusters/hyperpod-dev/*:*"}
@@ -137,7 +127,7 @@ def test_grafana_network_access_from_config(byo_synth):
 
 def test_collector_writes_only_this_hyperpod_clusters_log_groups(default_synth):
     statements = _policy(default_synth, "ObservabilityPrometheusCollectorPolicy")
-    resources = {_rendered(r) for r in statements["HyperPodClusterLogs"]["Resource"]}
+    resources = {render(r) for r in statements["HyperPodClusterLogs"]["Resource"]}
     prefix = "arn:aws:logs:us-west-2:<AWS::AccountId>:log-group:/aws/sagemaker/Clusters/"
     assert resources == {f"{prefix}hyperpod-dev/*", f"{prefix}hyperpod-dev/*:log-stream:*"}
 
