@@ -12,7 +12,7 @@ from aws_cdk.assertions import Match, Template
 
 from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, lookup
 from infra.hyperpod.execution_role import HyperPodExecutionRole
-from infra.nag_pack import render
+from infra.intrinsics import render
 from tests.conftest import ROOT, cdk_json_context
 
 
