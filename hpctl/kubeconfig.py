@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -20,11 +21,30 @@ def default_path() -> Path:
 
 
 def build_entry(
-    eks_cluster: dict[str, Any], region: str, profile: str | None = None, alias: str | None = None
+    eks_cluster: dict[str, Any],
+    region: str,
+    profile: str | None = None,
+    alias: str | None = None,
+    local_port: int | None = None,
 ) -> dict[str, Any]:
-    """A kubeconfig document with one cluster, user and context (exec auth: `aws eks get-token`)."""
+    """A kubeconfig document with one cluster, user and context (exec auth: `aws eks get-token`).
+
+    With `local_port`, the cluster entry points at https://localhost:PORT (a tunnel the user runs to the
+    endpoint) and keeps verifying the endpoint's certificate through `tls-server-name`, the endpoint's
+    host name (kubeconfig field: https://kubernetes.io/docs/reference/kubectl/generated/kubectl_config/kubectl_config_set-cluster/).
+    It is an entry of its own, so the direct entry of the same cluster stays.
+    """
     arn = eks_cluster["arn"]
-    name = alias or arn
+    cluster: dict[str, Any] = {
+        "server": eks_cluster["endpoint"],
+        "certificate-authority-data": eks_cluster.get("certificateAuthority", {}).get("data", ""),
+    }
+    cluster_name = arn
+    if local_port is not None:
+        cluster_name = f"{arn}@localhost:{local_port}"
+        cluster["server"] = f"https://localhost:{local_port}"
+        cluster["tls-server-name"] = urlsplit(eks_cluster["endpoint"]).hostname
+    name = alias or cluster_name
     exec_spec: dict[str, Any] = {
         "apiVersion": "client.authentication.k8s.io/v1beta1",
         "command": "aws",
@@ -45,17 +65,9 @@ def build_entry(
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [
-            {
-                "name": arn,
-                "cluster": {
-                    "server": eks_cluster["endpoint"],
-                    "certificate-authority-data": eks_cluster.get("certificateAuthority", {}).get("data", ""),
-                },
-            }
-        ],
+        "clusters": [{"name": cluster_name, "cluster": cluster}],
         "users": [{"name": arn, "user": {"exec": exec_spec}}],
-        "contexts": [{"name": name, "context": {"cluster": arn, "user": arn}}],
+        "contexts": [{"name": name, "context": {"cluster": cluster_name, "user": arn}}],
         "current-context": name,
     }
 

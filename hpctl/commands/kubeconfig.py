@@ -8,7 +8,7 @@ from typing import Any
 
 from hpctl import cluster as api
 from hpctl import kubeconfig
-from hpctl.commands.options import add_command
+from hpctl.commands.options import add_command, bounded
 from hpctl.errors import EXIT_OK, UsageError
 from hpctl.output import print_json
 from hpctl.target import Target
@@ -29,7 +29,7 @@ def cmd_kubeconfig(args: argparse.Namespace, t: Target, clients: Any) -> int:
     if name is None:
         raise UsageError("cannot tell the EKS cluster: pass --eks-cluster NAME or --config")
     eks = clients("eks").describe_cluster(name=name)["cluster"]
-    entry = kubeconfig.build_entry(eks, t.region, t.profile, args.alias)
+    entry = kubeconfig.build_entry(eks, t.region, t.profile, args.alias, args.local_port)
     if args.print:
         if args.json:
             print_json(entry)
@@ -60,3 +60,9 @@ def register(sub: Any) -> None:
     p.add_argument("--eks-cluster", help="EKS cluster name (default: <project>-eks, or the HyperPod orchestrator)")
     p.add_argument("--alias", help="context name (default: the EKS cluster ARN)")
     p.add_argument("--no-set-context", action="store_true", help="do not change current-context")
+    p.add_argument(
+        "--local-port",
+        type=bounded(1, 65535),
+        metavar="PORT",
+        help="an entry for https://localhost:PORT, a tunnel to the endpoint you run yourself (docs/hpctl.md)",
+    )

@@ -423,6 +423,45 @@ def test_kubeconfig_eks_name_from_the_orchestrator(run) -> None:
     assert code == 0 and data["clusters"][0]["name"] == EKS["arn"]
 
 
+def test_kubeconfig_local_port_keeps_verifying_the_endpoint_name(run, config_file: Path) -> None:
+    code, out, _ = run(
+        "kubeconfig", "--config", str(config_file), "--print", "--local-port", "8443", clients={"eks": _eks()}
+    )
+    assert code == 0
+    doc = yaml.safe_load(out)
+    tunnel = f"{EKS['arn']}@localhost:8443"
+    assert doc["clusters"] == [
+        {
+            "name": tunnel,
+            "cluster": {
+                "server": "https://localhost:8443",
+                "certificate-authority-data": "Q0VSVA==",
+                "tls-server-name": "abcdef.gr7.us-west-2.eks.amazonaws.com",  # host names are case-insensitive
+            },
+        }
+    ]
+    assert doc["contexts"] == [{"name": tunnel, "context": {"cluster": tunnel, "user": EKS["arn"]}}]
+    assert doc["users"][0]["name"] == EKS["arn"]
+
+
+def test_kubeconfig_local_port_entry_sits_beside_the_direct_one(run, config_file: Path, tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    base = ("kubeconfig", "--config", str(config_file), "--kubeconfig", str(path))
+    assert run(*base, clients={"eks": _eks()})[0] == 0
+    assert run(*base, "--local-port", "9443", "--alias", "hp-tunnel", clients={"eks": _eks()})[0] == 0
+    merged = yaml.safe_load(path.read_text())
+    servers = {c["name"]: c["cluster"]["server"] for c in merged["clusters"]}
+    assert servers == {EKS["arn"]: EKS["endpoint"], f"{EKS['arn']}@localhost:9443": "https://localhost:9443"}
+    assert [u["name"] for u in merged["users"]] == [EKS["arn"]]
+    assert merged["current-context"] == "hp-tunnel"
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "https"])
+def test_kubeconfig_refuses_a_port_that_is_no_tcp_port(run, config_file: Path, port: str) -> None:
+    code, _, err = run("kubeconfig", "--config", str(config_file), "--print", "--local-port", port)
+    assert code == 2 and "--local-port" in err
+
+
 def test_ssh_config_logs_in_as_the_amazon_linux_user_by_default(run) -> None:
     client, stub = stubbed("sagemaker")
     stub.add_response("describe_cluster", cluster_description())
