@@ -39,6 +39,7 @@ from infra.storage import (
     FsxCsiDriver,
     SharedFileSystem,
 )
+from infra.task_governance import HyperPodTaskGovernance
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ class HyperPodParts:
     observability: HyperPodObservability | None = None
     storage: SharedStorage | None = None
     volume_key: HyperPodVolumeKey | None = None
+    task_governance: HyperPodTaskGovernance | None = None
     scopes: list[Construct] = field(default_factory=list)
 
 
@@ -236,12 +238,15 @@ def compose(
         _after(storage.csi_driver, hyperpod_cluster)
         _after(storage.volume_release, hyperpod_cluster)
 
+    task_governance = _add_task_governance(scope, config, cluster_name, hyperpod_cluster)
+
     scopes = placement.scopes()
     _apply_cross_cutting(config, scopes)
     return HyperPodParts(
         network=network, eks_control_plane=control_plane, eks_cluster=eks_cluster, lifecycle=lifecycle,
         execution_role=role, dependencies_chart=chart, hyperpod_cluster=hyperpod_cluster,
-        observability=observability, storage=storage, volume_key=volume_key, scopes=scopes,
+        observability=observability, storage=storage, volume_key=volume_key, task_governance=task_governance,
+        scopes=scopes,
     )
 
 
@@ -270,6 +275,24 @@ def _after(later: Construct, hyperpod_cluster: HyperPodCluster) -> None:
     app orders the stacks (``stacks/app_builder.py``)."""
     if Stack.of(later) is Stack.of(hyperpod_cluster):
         later.node.add_dependency(hyperpod_cluster.cfn_cluster)
+
+
+def _add_task_governance(
+    scope: Construct, config: AppConfig, eks_cluster_name: str, hyperpod_cluster: HyperPodCluster,
+) -> HyperPodTaskGovernance | None:
+    """Task governance beside the HyperPod cluster (docs/design.md says why there): its policy and quotas take
+    the cluster's ARN, whose ID part AWS assigns, so another stack would have to import it."""
+    governance = config.addons.task_governance
+    if not governance.enabled:
+        return None
+    built = HyperPodTaskGovernance(
+        scope, "TaskGovernance", eks_cluster_name=eks_cluster_name, hyperpod_cluster_arn=hyperpod_cluster.cluster_arn,
+        name=config.hyperpod.cluster_name, teams=governance.teams, priority_classes=governance.priority_classes,
+        fair_share=governance.fair_share, idle_resource_sharing=governance.idle_resource_sharing,
+        addon_version=governance.addon_version,
+    )
+    _after(built, hyperpod_cluster)
+    return built
 
 
 def _add_storage(

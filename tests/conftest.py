@@ -330,6 +330,37 @@ def fsx_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return synthesize_variant(tmp_path_factory, "fsx", fsx_config_data())
 
 
+# Task governance on, on the fuller variant (two instance types): two teams on the GPU group, one on the CPU
+# group, every key away from its default somewhere so each can be traced into the template.
+GOVERNANCE_CHANGES: dict[str, Any] = {
+    "addons": {
+        "task_governance": {
+            "enabled": True,
+            "addon_version": "v1.6.0-eksbuild.1",
+            "fair_share": False,
+            "priority_classes": [{"name": "inference", "weight": 100}, {"name": "training", "weight": 50}],
+            "teams": [
+                {"name": "research", "quota": {"instance_type": "ml.g5.8xlarge", "count": 1},
+                 "fair_share_weight": 60, "borrowing": {"strategy": "LendAndBorrow", "limit_percent": 200}},
+                {"name": "product", "quota": {"instance_type": "ml.g5.8xlarge", "count": 1},
+                 "borrowing": {"strategy": "Lend"}, "preempt_team_tasks": "Never"},
+                {"name": "data", "quota": {"instance_type": "ml.m5.2xlarge", "count": 1},
+                 "borrowing": {"strategy": "DontLend"}},
+            ],
+        }
+    },
+}
+
+
+def governance_config_data() -> dict[str, Any]:
+    return mutate(GOVERNANCE_CHANGES, mutate(VARIANT_CHANGES))
+
+
+@pytest.fixture(scope="session")
+def governance_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return synthesize_variant(tmp_path_factory, "task-governance", governance_config_data())
+
+
 CONSUMER_APP = ROOT / "examples" / "consumer_app" / "app.py"
 
 

@@ -1,10 +1,21 @@
 """The typed, validated configuration every stack reads: one YAML file -> one frozen AppConfig.
 
-One module per section (network, eks, hyperpod, observability, storage), the whole document in ``app``, shared
+One module per section (network, eks, hyperpod, observability, storage, addons), the whole document in ``app``, shared
 field types in ``fields`` and the one way a validator refuses a value in ``base``. Every name is importable from
 ``infra.config``; nothing here imports the CDK (``hpctl`` reads the config without it).
 """
 
+from infra.config.addons import (
+    TASK_GOVERNANCE_ADDON,
+    AddonsConfig,
+    PriorityClass,
+    TaskGovernanceConfig,
+    TeamBorrowing,
+    TeamConfig,
+    TeamQuota,
+    compute_quota_name,
+    team_namespace,
+)
 from infra.config.app import AppConfig, load_config, parse_config, require_network, sagemaker_regions
 from infra.config.base import StrictModel, refusal
 from infra.config.eks import (
@@ -64,6 +75,8 @@ __all__ = [
     "RETENTION_DAYS",
     "S3_PREFIX_PATTERN",
     "SUPPORTED_K8S_VERSIONS",
+    "TASK_GOVERNANCE_ADDON",
+    "AddonsConfig",
     "AlertsConfig",
     "AppConfig",
     "AzId",
@@ -89,6 +102,7 @@ __all__ = [
     "NetworkConfig",
     "ObservabilityAddonMetrics",
     "ObservabilityConfig",
+    "PriorityClass",
     "PrometheusConfig",
     "RetentionDays",
     "S3Uri",
@@ -97,11 +111,16 @@ __all__ = [
     "TagKey",
     "TagValue",
     "Taint",
+    "TaskGovernanceConfig",
+    "TeamBorrowing",
+    "TeamConfig",
+    "TeamQuota",
     "TieredCheckpointingConfig",
     "VolumeEncryption",
     "WholeNumber",
     "az_id_prefix",
     "cluster_instance_types",
+    "compute_quota_name",
     "eks_cluster_name",
     "load_config",
     "require_network",
@@ -109,4 +128,5 @@ __all__ = [
     "path_escapes",
     "refusal",
     "sagemaker_regions",
+    "team_namespace",
 ]

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from infra.config.addons import MAX_ENTITY_NAME_LENGTH, AddonsConfig, compute_quota_name
 from infra.config.base import StrictModel, config_error, refusal
 from infra.config.eks import EksConfig
 from infra.config.fields import TagKey, TagValue
@@ -42,6 +43,7 @@ class AppConfig(StrictModel):
     hyperpod: HyperPodConfig
     observability: ObservabilityConfig = ObservabilityConfig()
     storage: StorageConfig = StorageConfig()
+    addons: AddonsConfig = AddonsConfig()
     # A permissions boundary applied to every IAM role the stacks create (e.g. an organisation's guard rail).
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
     # Remove data-bearing resources (buckets, log groups, keys) on cdk destroy instead of retaining them.
@@ -57,6 +59,38 @@ class AppConfig(StrictModel):
         if value not in sagemaker_regions():
             raise refusal("", None, f"{value} is not a region where SageMaker is available (per botocore)")
         return value
+
+    @model_validator(mode="after")
+    def _team_quotas_fit_groups(self) -> AppConfig:
+        governance = self.addons.task_governance
+        if not governance.enabled:
+            return self
+        # The add-on needs Kubernetes 1.30 or later ("you will need Kubernetes version 1.30 or greater",
+        # https://awslabs.github.io/ai-on-sagemaker-hyperpod/docs/add-ons/Task%20Governance/Task%20Governance%20for%20Training).
+        if tuple(int(p) for p in self.eks.version.split(".")) < (1, 30):
+            raise refusal("eks.version", self.eks.version, "HyperPod task governance (addons.task_governance) "
+                                                           "needs Kubernetes 1.30 or later")
+        instances: dict[str, int] = {}
+        for group in self.hyperpod.instance_groups:
+            instances[group.instance_type] = instances.get(group.instance_type, 0) + group.instance_count
+        reserved: dict[str, int] = {}
+        for i, team in enumerate(governance.teams):
+            key = f"addons.task_governance.teams.{i}"
+            name = compute_quota_name(self.hyperpod.cluster_name, team.name)
+            if len(name) > MAX_ENTITY_NAME_LENGTH:
+                raise refusal(f"{key}.name", team.name,
+                              f"the team's quota is named {name}, longer than the API's {MAX_ENTITY_NAME_LENGTH} "
+                              "characters; use a shorter team or cluster name")
+            kind = team.quota.instance_type
+            if kind not in instances:
+                raise refusal(f"{key}.quota.instance_type", kind,
+                              f"no instance group of that type (have: {', '.join(sorted(instances))})")
+            reserved[kind] = reserved.get(kind, 0) + team.quota.count
+            if reserved[kind] > instances[kind]:
+                raise refusal(f"{key}.quota.count", team.quota.count,
+                              f"the teams' quotas of {kind} add up to {reserved[kind]}, more than the "
+                              f"{instances[kind]} instances of that type in hyperpod.instance_groups")
+        return self
 
     @model_validator(mode="after")
     def _cross_checks(self) -> AppConfig:

@@ -1,0 +1,140 @@
+"""The `addons` section: EKS add-ons of the HyperPod cluster that are off by default.
+
+``task_governance``: the HyperPod task governance add-on, the cluster's scheduler policy and one compute quota
+per team. Bounds and patterns are the SageMaker API's (botocore's sagemaker model, the same values as cfn-lint's
+AWS::SageMaker::ComputeQuota and AWS::SageMaker::ClusterSchedulerConfig schemas) unless a comment says otherwise.
+The checks against the instance groups are in ``infra.config.app`` (they need the hyperpod section).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StrictInt, field_validator, model_validator
+
+from infra.config.base import StrictModel, refusal
+
+# The EKS add-on's name, as AWS's Terraform module installs it (awslabs/awsome-distributed-training@
+# 0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/
+# hyperpod-eks-tf/modules/task_governance/main.tf, aws_eks_addon.task_governance).
+TASK_GOVERNANCE_ADDON = "amazon-sagemaker-hyperpod-taskgovernance"
+
+# HyperPod task governance creates one Kubernetes namespace per team, "hyperpod-ns-<TeamName>" (cfn-lint's
+# AWS::SageMaker::ComputeQuota schema, ComputeQuotaTarget.TeamName description).
+TEAM_NAMESPACE_PREFIX = "hyperpod-ns-"
+# A namespace is an RFC 1123 label of at most 63 characters
+# (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names).
+MAX_NAMESPACE_LENGTH = 63
+
+# botocore sagemaker model: ComputeQuotaTargetTeamName and PriorityClass.Name (the same pattern).
+_TEAM_OR_CLASS_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?$"
+TeamName = Annotated[str, Field(pattern=_TEAM_OR_CLASS_NAME)]
+
+# botocore sagemaker model: PriorityClassList max 10, PriorityWeight and FairShareWeight 0-100.
+MAX_PRIORITY_CLASSES = 10
+
+
+# Name of a compute quota or scheduler config (botocore sagemaker model, EntityName): at most 63 characters.
+MAX_ENTITY_NAME_LENGTH = 63
+
+
+def team_namespace(team: str) -> str:
+    """The Kubernetes namespace HyperPod task governance makes for ``team``."""
+    return TEAM_NAMESPACE_PREFIX + team
+
+
+def compute_quota_name(cluster_name: str, team: str) -> str:
+    """The name of ``team``'s compute quota: the HyperPod cluster's name, then the team's."""
+    return f"{cluster_name}-{team}"
+
+
+class PriorityClass(StrictModel):
+    """A task priority of the scheduler policy (SchedulerConfig.PriorityClasses): higher weight runs first."""
+
+    name: TeamName
+    weight: StrictInt = Field(ge=0, le=100)
+
+
+class TeamQuota(StrictModel):
+    """Whole instances of one type reserved for the team (ComputeQuotaResources: InstanceType + Count)."""
+
+    instance_type: str
+    # ComputeQuotaResourceConfig.Count: 0 to 10000000 in the API; 0 is a team that only borrows.
+    count: StrictInt = Field(ge=0, le=10_000_000)
+
+
+class TeamBorrowing(StrictModel):
+    """How the team shares idle compute (ResourceSharingConfig)."""
+
+    # Lend: lends its idle quota; DontLend: neither lends nor borrows; LendAndBorrow: both
+    # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html).
+    strategy: Literal["LendAndBorrow", "Lend", "DontLend"] = "LendAndBorrow"
+    # BorrowLimit: percent of idle compute the team may borrow. The model admits 0-10000, AWS documents
+    # "1 - 500 percent", default 50 (same page): the documented range is taken. None leaves AWS's default.
+    limit_percent: StrictInt | None = Field(default=None, ge=1, le=500)
+
+    @model_validator(mode="after")
+    def _limit_needs_borrowing(self) -> TeamBorrowing:
+        if self.limit_percent is not None and self.strategy != "LendAndBorrow":
+            raise refusal("limit_percent", self.limit_percent,
+                          f"a borrow limit applies only to strategy LendAndBorrow, strategy is {self.strategy}")
+        return self
+
+
+class TeamConfig(StrictModel):
+    """One team: a compute quota (AWS::SageMaker::ComputeQuota) and its namespace hyperpod-ns-<name>."""
+
+    # ComputeQuotaTarget.TeamName; create-only, so a rename replaces the team's quota (it holds no data).
+    name: TeamName
+    quota: TeamQuota
+    # ComputeQuotaTarget.FairShareWeight: the team's share of idle compute when the policy's fair_share is on.
+    fair_share_weight: StrictInt = Field(default=0, ge=0, le=100)
+    borrowing: TeamBorrowing = TeamBorrowing()
+    # ComputeQuotaConfig.PreemptTeamTasks: whether the team's higher-priority tasks preempt its own lower ones.
+    preempt_team_tasks: Literal["LowerPriority", "Never"] = "LowerPriority"
+
+    @field_validator("name")
+    @classmethod
+    def _namespace_fits(cls, value: str) -> str:
+        namespace = team_namespace(value)
+        if len(namespace) > MAX_NAMESPACE_LENGTH:
+            raise refusal("", None, f"its namespace {namespace} is longer than Kubernetes' {MAX_NAMESPACE_LENGTH} "
+                                     f"characters; use at most {MAX_NAMESPACE_LENGTH - len(TEAM_NAMESPACE_PREFIX)}")
+        return value
+
+
+class TaskGovernanceConfig(StrictModel):
+    """HyperPod task governance: the add-on, the cluster's scheduler policy and one quota per team."""
+
+    enabled: bool = False
+    # None lets EKS pick its default build for the cluster's Kubernetes version.
+    addon_version: str | None = None
+    # SchedulerConfig.FairShare: idle compute goes to borrowing teams by their fair_share_weight (off: first come,
+    # first served) (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-console-ui-governance-policies.html).
+    fair_share: bool = True
+    # SchedulerConfig.IdleResourceSharing: whether teams may borrow idle compute at all.
+    idle_resource_sharing: bool = True
+    priority_classes: list[PriorityClass] = Field(default=[], max_length=MAX_PRIORITY_CLASSES)
+    teams: list[TeamConfig] = []
+
+    @field_validator("priority_classes")
+    @classmethod
+    def _distinct_classes(cls, classes: list[PriorityClass]) -> list[PriorityClass]:
+        names = [c.name for c in classes]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise refusal(f"{i}.name", name, "priority class listed twice")
+        return classes
+
+    @field_validator("teams")
+    @classmethod
+    def _distinct_teams(cls, teams: list[TeamConfig]) -> list[TeamConfig]:
+        names = [t.name for t in teams]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise refusal(f"{i}.name", name, "team listed twice (a team has one quota)")
+        return teams
+
+
+class AddonsConfig(StrictModel):
+    task_governance: TaskGovernanceConfig = TaskGovernanceConfig()
