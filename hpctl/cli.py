@@ -11,7 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hpctl import __version__
 from hpctl.aws import Clients, enable_debug_log
-from hpctl.commands import access, deploy, destroy, examples, kubeconfig, plan, recover, software, watch
+from hpctl.commands import access, deploy, destroy, examples, kubeconfig, plan, quotas, recover, software, watch
 from hpctl.commands.options import add_common
 from hpctl.commands.terminal import err
 from hpctl.errors import (
@@ -28,7 +28,7 @@ from hpctl.target import resolve
 MakeClients = Callable[[str, str | None], Any]
 
 # In the order `hpctl --help` lists their commands.
-FAMILIES = (watch, access, recover, software, kubeconfig, deploy, destroy, examples, plan)
+FAMILIES = (watch, quotas, access, recover, software, kubeconfig, deploy, destroy, examples, plan)
 
 DESCRIPTION = """Day-2 operations for a SageMaker HyperPod cluster orchestrated by Amazon EKS.
 

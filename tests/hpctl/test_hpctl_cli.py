@@ -28,6 +28,7 @@ def test_every_command_is_there() -> None:
                 "nodes",
                 "wait",
                 "events",
+                "quotas",
                 "connect",
                 "ssh-config",
                 "reboot",
