@@ -25,6 +25,8 @@ _EXPORTS: dict[str, str] = {
     "InstanceGroupConfig": "infra.config",
     "ObservabilityConfig": "infra.config",
     "StorageConfig": "infra.config",
+    "TaskGovernanceConfig": "infra.config",
+    "TeamConfig": "infra.config",
     "load_config": "infra.config",
     "parse_config": "infra.config",
     "ConfigError": "infra.errors",
@@ -48,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "HyperPodAlerts": "infra.observability",
     "ClusterDashboard": "infra.observability",
     "SharedFileSystem": "infra.storage",
+    "HyperPodTaskGovernance": "infra.task_governance",
     # checks
     "HyperPodChecks": "infra.nag_pack",
     "guard_replacement": "infra.hyperpod.lock",

@@ -37,6 +37,7 @@ PAGES: dict[str, str] = {
     "HyperPodAlerts": "observability.md",
     "ClusterDashboard": "observability.md",
     "SharedFileSystem": "shared-file-system.md",
+    "HyperPodTaskGovernance": "task-governance.md",
     "HyperPodChecks": "hyperpod-checks.md",
 }
 NOT_CONSTRUCTS = {"infra.config", "infra.errors"}
