@@ -413,6 +413,26 @@ def test_addon_versions_follow_pages_and_name_the_missing_version() -> None:
     stub.assert_no_pending_responses()
 
 
+def test_task_governance_addon_must_be_offered_for_the_kubernetes_version() -> None:
+    eks, stub = stubbed("eks")
+    name = "amazon-sagemaker-hyperpod-taskgovernance"
+    wanted = {"addonName": name, "kubernetesVersion": "1.33"}
+    stub.add_response("describe_addon_versions", _addon_page(name, ["v1.6.0-eksbuild.1"]), wanted)
+    stub.add_response("describe_addon_versions", {"addons": []}, wanted)
+    stub.add_response("describe_addon_versions", _addon_page(name, ["v1.5.0-eksbuild.1"]), wanted)
+    clients = Clients(REGION, preset={"eks": eks})
+    data = config_data()
+    data["addons"] = {"task_governance": {"enabled": True}}
+    [check] = pf.check_addon_versions(parse_config(data), clients)
+    assert check.verdict == "pass" and f"{name} (EKS default)" in check.reason
+    [check] = pf.check_addon_versions(parse_config(data), clients)
+    assert check.reason == f"not offered for Kubernetes 1.33: {name} (any version)"
+    data["addons"]["task_governance"]["addon_version"] = "v1.6.0-eksbuild.1"
+    [check] = pf.check_addon_versions(parse_config(data), clients)
+    assert check.reason == f"not offered for Kubernetes 1.33: {name} v1.6.0-eksbuild.1"
+    stub.assert_no_pending_responses()
+
+
 def test_no_pinned_addon_asks_nothing() -> None:
     [check] = pf.check_addon_versions(_cfg(), lambda service: pytest.fail(service))
     assert check.verdict == "pass"
