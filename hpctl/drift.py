@@ -13,6 +13,9 @@ ADD = "add group"
 REMOVE = "remove group"  # deletes the group's nodes
 REPLACE = "REPLACES CLUSTER"  # create-only field: the whole cluster (every node) is replaced
 CREATE = "create cluster"
+# Dropping AutoScaling from the template is not known to disable it (unverified): UpdateCluster with
+# AutoScaling Mode=Disable does (botocore's UpdateClusterRequest: "Use to enable or disable").
+MANUAL = "not done by deploy: update-cluster --auto-scaling Mode=Disable"
 
 
 @dataclass
@@ -57,8 +60,12 @@ def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
     changes: list[Change] = []
     live = {g["InstanceGroupName"]: g for g in deployed.get("InstanceGroups", [])}
     wanted = {g.name: g for g in cfg.hyperpod.instance_groups}
+    # Karpenter sets the node count of the groups it scales; the config declares them at 0 and never resets them.
+    karpenter_owned = set(cfg.hyperpod.autoscaling.instance_groups)
     for name, group in wanted.items():
         want = _group_config(group)
+        if name in karpenter_owned:
+            del want["instance_count"]
         if name not in live:
             changes.append(
                 Change(name, "group", None, f"{group.instance_count} x {group.instance_type}", ADD)
@@ -78,6 +85,11 @@ def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
                     name, "group", f"{group.get('TargetCount')} x {group.get('InstanceType')}", None, REMOVE
                 )
             )
+    # DescribeCluster's AutoScaling.Mode (botocore's ClusterAutoScalingConfigOutput); no AutoScaling means never on.
+    mode = (deployed.get("AutoScaling") or {}).get("Mode", "Disable")
+    wanted_mode = "Enable" if cfg.hyperpod.autoscaling.enabled else "Disable"
+    if mode != wanted_mode:
+        changes.append(Change("-", "autoscaling", mode, wanted_mode, UPDATE if wanted_mode == "Enable" else MANUAL))
     recovery = deployed.get("NodeRecovery")
     if recovery and recovery != cfg.hyperpod.node_recovery:
         changes.append(Change("-", "node_recovery", recovery, cfg.hyperpod.node_recovery, UPDATE))

@@ -27,6 +27,7 @@ from hpctl import cluster as api
 from hpctl import leftovers
 from hpctl.aws import loader
 from hpctl.errors import UsageError, describe_aws_error, error_code, is_not_found
+from infra.config import DEFAULT_CHART_AGENT_VERSION, DEPENDENCIES_CHART_REVISION, MIN_AUTOSCALING_AGENT_VERSION
 from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, dotted, group_volume_key
 from infra.hyperpod.chart_installer.handler import github_archive_url
 from infra.observability_addon import (
@@ -261,6 +262,34 @@ def check_chart_source(cfg: Any) -> list[Check]:
     if status == 404:
         return [Check("chart-source", FAIL, f"commit {chart.revision} not found in {chart.git_repository} ({url})")]
     return [Check("chart-source", WARN, f"{url} answers HTTP {status}")]
+
+
+# --- Karpenter autoscaling -------------------------------------------------------------------------
+
+
+def check_autoscaling(cfg: Any, deployed: dict[str, Any] | None) -> list[Check]:
+    """The health monitoring agent autoscaling needs, and the deployed autoscaler's own status."""
+    if not cfg.hyperpod.autoscaling.enabled:
+        return []
+    chart = cfg.hyperpod.dependencies_chart
+    hma = chart.values.get("health-monitoring-agent") or {}
+    # Older tags in dependencies_chart.values are refused at synth (infra/config/hyperpod.py).
+    if hma.get("imageTag") or hma.get("hmaimage"):
+        checks = [Check("autoscaling-agent", PASS, "the agent image is pinned in dependencies_chart.values")]
+    elif chart.source == "git" and chart.revision == DEPENDENCIES_CHART_REVISION:
+        checks = [Check("autoscaling-agent", PASS, f"the default dependencies chart installs agent "
+                                                   f"{DEFAULT_CHART_AGENT_VERSION}")]
+    else:
+        checks = [Check("autoscaling-agent", WARN, (
+            f"this dependencies chart chooses the agent version: autoscaling needs {MIN_AUTOSCALING_AGENT_VERSION} "
+            "or later; check the tag with kubectl get daemonset -n aws-hyperpod health-monitoring-agent "
+            "-o jsonpath='{..image}'"))]
+    # DescribeCluster's AutoScaling (botocore's ClusterAutoScalingConfigOutput): Status and FailureMessage.
+    status = (deployed or {}).get("AutoScaling") or {}
+    if status.get("Status") == "Failed":
+        checks.append(Check("autoscaling-status", FAIL, f"the deployed cluster's autoscaling failed: "
+                                                        f"{status.get('FailureMessage', 'no message')}"))
+    return checks
 
 
 # --- Availability Zone IDs -------------------------------------------------------------------------
@@ -617,6 +646,7 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += _guard("addon-versions", lambda: check_addon_versions(cfg, clients))
     checks += _guard("addon-config", lambda: check_addon_config(cfg, clients))
     checks += check_chart_source(cfg)
+    checks += check_autoscaling(cfg, deployed)
     for suffix, resource_type in REPLACEMENT_CHECKS:
         if suffix == "storage" and not cfg.storage.fsx_lustre.enabled:
             continue  # no storage stack in the synth

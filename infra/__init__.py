@@ -42,6 +42,8 @@ _EXPORTS: dict[str, str] = {
     "ChartSource": "infra.helm_release",
     "HyperPodCluster": "infra.hyperpod.cluster",
     "HyperPodVolumeKey": "infra.hyperpod.volume_key",
+    "HyperPodAutoscalingRole": "infra.hyperpod.autoscaling",
+    "KarpenterNodePools": "infra.hyperpod.autoscaling",
     "HyperPodObservability": "infra.observability",
     "ContainerInsights": "infra.observability",
     "ManagedPrometheus": "infra.observability",

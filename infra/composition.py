@@ -25,6 +25,7 @@ from infra.config import AppConfig, eks_cluster_name, require_network
 from infra.eks import EksControlPlane
 from infra.errors import ConfigError
 from infra.helm_release import ChartSource, HelmInstaller, HelmRelease
+from infra.hyperpod.autoscaling import HyperPodAutoscalingRole, KarpenterNodePools
 from infra.hyperpod.cluster import HyperPodCluster
 from infra.hyperpod.dependencies_chart import HyperPodDependenciesChart
 from infra.hyperpod.execution_role import HyperPodExecutionRole
@@ -117,6 +118,8 @@ class HyperPodParts:
     execution_role: HyperPodExecutionRole
     dependencies_chart: HyperPodDependenciesChart
     hyperpod_cluster: HyperPodCluster
+    autoscaling_role: HyperPodAutoscalingRole | None = None
+    node_pools: KarpenterNodePools | None = None
     observability: HyperPodObservability | None = None
     storage: SharedStorage | None = None
     volume_key: HyperPodVolumeKey | None = None
@@ -198,6 +201,8 @@ def compose(
                                    removal_policy=removal) \
         if any(g.volume_encryption == "customer_managed" for g in groups) else None
     tiered = hp.tiered_checkpointing
+    # Karpenter autoscaling: the role exists before the cluster names it; the node pools need the cluster.
+    autoscaling_role = HyperPodAutoscalingRole(scope, "AutoscalingRole") if hp.autoscaling.enabled else None
     hyperpod_cluster = HyperPodCluster(
         scope, "HyperPod", cluster_name=hp.cluster_name, instance_groups=groups,
         volume_kms_key_id=volume_key.key_id if volume_key else None,
@@ -206,10 +211,17 @@ def compose(
         node_provisioning_mode=hp.node_provisioning_mode, eks_cluster_arn=eks_cluster.cluster_arn,
         execution_role_arn=role.role.role_arn, subnet_ids_by_az=subnets, security_group_ids=security_groups,
         lifecycle_s3_uri=lifecycle.source_s3_uri,
+        autoscaling_role_arn=autoscaling_role.role.role_arn if autoscaling_role else None,
         # HyperPod validates the execution role's permissions when it creates the cluster: the role's inline
         # policy must exist by then, not only the role (CloudFormation creates them as separate resources).
         depends_on=[chart.release, lifecycle.deployment, *([role.policy] if role.policy else [])],
     )
+
+    node_pools = None
+    if hp.autoscaling.enabled:
+        autoscaled = [g for g in groups if g.name in hp.autoscaling.instance_groups]
+        node_pools = KarpenterNodePools(scope, "KarpenterNodePools", installer=chart.installer,
+                                        instance_groups=autoscaled, hyperpod_cluster=hyperpod_cluster)
 
     observability = None
     if config.observability.any_enabled and placement.observability is not None:
@@ -245,8 +257,8 @@ def compose(
     return HyperPodParts(
         network=network, eks_control_plane=control_plane, eks_cluster=eks_cluster, lifecycle=lifecycle,
         execution_role=role, dependencies_chart=chart, hyperpod_cluster=hyperpod_cluster,
-        observability=observability, storage=storage, volume_key=volume_key, task_governance=task_governance,
-        scopes=scopes,
+        autoscaling_role=autoscaling_role, node_pools=node_pools, observability=observability, storage=storage,
+        volume_key=volume_key, task_governance=task_governance, scopes=scopes,
     )
 
 

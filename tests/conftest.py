@@ -404,3 +404,20 @@ GROUP_FEATURES: dict[str, Any] = {
 @pytest.fixture(scope="session")
 def group_features_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return synthesize_variant(tmp_path_factory, "group-features", mutate(GROUP_FEATURES))
+
+
+# Karpenter autoscaling on, for two more groups (CPU and GPU) that start at 0 nodes; the default group keeps its
+# count.
+AUTOSCALING_CHANGES: dict[str, Any] = {
+    "hyperpod": {"autoscaling": {"enabled": True, "instance_groups": ["cpu-burst", "gpu-burst"]}},
+}
+
+
+@pytest.fixture(scope="session")
+def autoscaling_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    data = mutate(AUTOSCALING_CHANGES)
+    data["hyperpod"]["instance_groups"] += [
+        {"name": "cpu-burst", "instance_type": "ml.c5.xlarge", "instance_count": 0, "az_id": "usw2-az2"},
+        {"name": "gpu-burst", "instance_type": "ml.g5.xlarge", "instance_count": 0, "az_id": "usw2-az2"},
+    ]
+    return synthesize_variant(tmp_path_factory, "autoscaling", data)

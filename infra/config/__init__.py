@@ -40,8 +40,11 @@ from infra.config.fields import (
     path_escapes,
 )
 from infra.config.hyperpod import (
+    DEFAULT_CHART_AGENT_VERSION,
     DEPENDENCIES_CHART_REVISION,
     MAX_INSTANCE_GROUPS,
+    MIN_AUTOSCALING_AGENT_VERSION,
+    AutoscalingConfig,
     ChartConfig,
     DeepHealthCheck,
     HyperPodConfig,
@@ -50,6 +53,7 @@ from infra.config.hyperpod import (
     Taint,
     TieredCheckpointingConfig,
     VolumeEncryption,
+    agent_version,
     cluster_instance_types,
 )
 from infra.config.network import HyperPodSubnet, NetworkConfig, az_id_prefix
@@ -69,8 +73,10 @@ from infra.config.storage import CLUSTER_NAMESPACES, FsxLustreConfig, S3Uri, Sto
 
 __all__ = [
     "CLUSTER_NAMESPACES",
+    "DEFAULT_CHART_AGENT_VERSION",
     "DEPENDENCIES_CHART_REVISION",
     "MAX_INSTANCE_GROUPS",
+    "MIN_AUTOSCALING_AGENT_VERSION",
     "MIN_PUBLIC_ACCESS_PREFIX",
     "RETENTION_DAYS",
     "S3_PREFIX_PATTERN",
@@ -79,6 +85,7 @@ __all__ = [
     "AddonsConfig",
     "AlertsConfig",
     "AppConfig",
+    "AutoscalingConfig",
     "AzId",
     "BasicOnly",
     "BasicOrAdvanced",
@@ -118,6 +125,7 @@ __all__ = [
     "TieredCheckpointingConfig",
     "VolumeEncryption",
     "WholeNumber",
+    "agent_version",
     "az_id_prefix",
     "cluster_instance_types",
     "compute_quota_name",

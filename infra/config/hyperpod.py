@@ -3,6 +3,7 @@ acknowledgments that let a change replace or shrink the cluster."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -149,6 +150,48 @@ class TieredCheckpointingConfig(StrictModel):
     # "The range is 20-100" (https://docs.aws.amazon.com/sagemaker/latest/dg/managed-tier-checkpointing-setup.html);
     # the API alone allows 0-100 (botocore's ClusterInstanceMemoryAllocationPercentage).
     memory_percent: StrictInt = Field(default=20, ge=20, le=100)
+# --- Autoscaling (Karpenter managed by HyperPod) -------------------------------------------------------------
+# The oldest health monitoring agent that supports it, with continuous provisioning and Automatic node recovery
+# the prerequisites of https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html
+# (the list read in its translation at docs.amazonaws.cn/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html).
+MIN_AUTOSCALING_AGENT_VERSION = "1.0.742.0_1.0.241.0"
+# The agent the default dependencies chart installs, the tag its template falls back to (aws/sagemaker-hyperpod-
+# cli@a00b22d1:helm_chart/HyperPodHelmChart/charts/health-monitoring-agent/templates/_helpers.tpl). Another
+# revision or source chooses its own: only an override in dependencies_chart.values can be checked at synth.
+DEFAULT_CHART_AGENT_VERSION = "1.0.1892.0_1.0.424.0"
+# Kubernetes object names (the HyperpodNodeClass and NodePool are named after the group): lowercase DNS labels.
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def agent_version(tag: str) -> tuple[int, ...]:
+    """A health monitoring agent image tag (``1.0.742.0_1.0.241.0``) as numbers, to compare releases."""
+    return tuple(int(part) for part in re.split(r"[._]", tag))
+
+
+class AutoscalingConfig(StrictModel):
+    """Karpenter-based autoscaling managed by HyperPod: ``AutoScaling {Mode: Enable, AutoScalerType: Karpenter}``.
+
+    ``instance_groups`` names the groups Karpenter scales: each gets a HyperpodNodeClass and a NodePool of its
+    name. Karpenter owns their node count, so they are declared with ``instance_count: 0``.
+    """
+
+    enabled: bool = False
+    instance_groups: list[Name63] = []
+
+    @field_validator("instance_groups")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise refusal("", None, f"listed twice: {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _groups_when_enabled(self) -> AutoscalingConfig:
+        if self.enabled and not self.instance_groups:
+            raise refusal("instance_groups", None, "name at least one instance group for Karpenter to scale")
+        if not self.enabled and self.instance_groups:
+            raise refusal("instance_groups", self.instance_groups, "listed while autoscaling.enabled is false")
+        return self
 
 
 class HyperPodConfig(StrictModel):
@@ -166,6 +209,7 @@ class HyperPodConfig(StrictModel):
     # with AWS's key cannot switch keys later, so customer_managed as the default would change every deployed
     # group (see docs/constructs/hyperpod-volume-key.md).
     volume_encryption: VolumeEncryption = "aws_managed"
+    autoscaling: AutoscalingConfig = AutoscalingConfig()
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
     # Synth compares the create-only fields with config/locks/<project>.lock.json (the last deployed state,
     # see infra/hyperpod/lock.py); a change that replaces the cluster is refused unless this is true.
@@ -219,4 +263,45 @@ class HyperPodConfig(StrictModel):
             if name in present:
                 raise refusal(f"acknowledge_group_removal.{i}", name,
                               "the group is still in hyperpod.instance_groups; remove the acknowledgment")
+        return self
+
+    @model_validator(mode="after")
+    def _autoscaling_prerequisites(self) -> HyperPodConfig:
+        """What AWS requires before Karpenter may scale a group (sources beside each check)."""
+        if not self.autoscaling.enabled:
+            return self
+        # Prerequisites: continuous provisioning and NodeRecovery Automatic
+        # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html).
+        if self.node_provisioning_mode != "Continuous":
+            raise refusal("node_provisioning_mode", self.node_provisioning_mode,
+                          "autoscaling needs Continuous node provisioning")
+        if self.node_recovery != "Automatic":
+            raise refusal("node_recovery", self.node_recovery, "autoscaling needs Automatic node recovery")
+        hma = self.dependencies_chart.values.get("health-monitoring-agent") or {}
+        override = hma.get("imageTag") or str(hma.get("hmaimage") or "").rpartition(":")[2]
+        if override and re.fullmatch(r"\d+(?:[._]\d+)*", override) and \
+                agent_version(override) < agent_version(MIN_AUTOSCALING_AGENT_VERSION):
+            raise refusal("dependencies_chart.values.health-monitoring-agent", override,
+                          f"autoscaling needs health monitoring agent {MIN_AUTOSCALING_AGENT_VERSION} or later")
+        groups = {g.name: (i, g) for i, g in enumerate(self.instance_groups)}
+        for j, name in enumerate(self.autoscaling.instance_groups):
+            key = f"autoscaling.instance_groups.{j}"
+            if name not in groups:
+                raise refusal(key, name, "no instance group of that name in hyperpod.instance_groups")
+            if not _K8S_NAME.fullmatch(name):
+                raise refusal(key, name, "names the group's HyperpodNodeClass and NodePool, so it must be "
+                                         "lowercase letters, digits and '-'")
+            i, group = groups[name]
+            # "You must start with 0 nodes in your instance group and let Karpenter handle the autoscaling";
+            # groups with deep health checks or a training plan are not supported
+            # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-nodeclass.html).
+            if group.instance_count != 0:
+                raise refusal(f"instance_groups.{i}.instance_count", group.instance_count,
+                              "a group Karpenter scales starts with 0 nodes (Karpenter owns its count)")
+            if group.deep_health_checks:
+                raise refusal(f"instance_groups.{i}.deep_health_checks", group.deep_health_checks,
+                              "Karpenter does not scale groups with deep health checks")
+            if group.training_plan_arn:
+                raise refusal(f"instance_groups.{i}.training_plan_arn", group.training_plan_arn,
+                              "Karpenter does not scale groups with a training plan")
         return self

@@ -27,8 +27,9 @@ class HyperPodCluster(Construct):
     HyperPod subnet each group is pinned to its AZ's subnet with ``OverrideVpcConfig``. Node recovery
     (Automatic by default), node provisioning mode (Continuous by default) and managed tiered checkpointing
     (``tiered_checkpointing_memory_percent``, the share of each node's memory; None writes no
-    ``TieredStorageConfig``) are props. ``depends_on`` (the dependencies chart, the uploaded lifecycle
-    scripts) is made an explicit dependency of the cluster.
+    ``TieredStorageConfig``) are props. With ``autoscaling_role_arn`` (see ``HyperPodAutoscalingRole``) the
+    cluster's Karpenter autoscaling is enabled with that role as ``ClusterRole``. ``depends_on`` (the
+    dependencies chart, the uploaded lifecycle scripts) is made an explicit dependency of the cluster.
 
     The construct ID of the L1 resource never changes with config, and neither do create-only
     properties for routine changes (counts, adding or removing groups): see ``infra.hyperpod.lock``.
@@ -51,6 +52,7 @@ class HyperPodCluster(Construct):
         node_provisioning_mode: Literal["Continuous"] | None = "Continuous",
         volume_kms_key_id: str | None = None,
         tiered_checkpointing_memory_percent: int | None = None,
+        autoscaling_role_arn: str | None = None,
         depends_on: Sequence[IDependable] = (),
     ) -> None:
         super().__init__(scope, construct_id)
@@ -79,6 +81,11 @@ class HyperPodCluster(Construct):
             tiered_storage_config=None if tiered_checkpointing_memory_percent is None
             else sagemaker.CfnCluster.TieredStorageConfigProperty(
                 mode="Enable", instance_memory_allocation_percentage=tiered_checkpointing_memory_percent),
+            # Names and values: AWS::SageMaker::Cluster ClusterAutoScalingConfig (cfn-lint's schema) and botocore's
+            # CreateCluster; neither is create-only, so turning autoscaling on updates the cluster in place.
+            auto_scaling=sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
+                mode="Enable", auto_scaler_type="Karpenter") if autoscaling_role_arn else None,
+            cluster_role=autoscaling_role_arn,
             instance_groups=[
                 self._group(group, execution_role_arn, lifecycle_s3_uri, on_create_script,
                             subnet_ids_by_az[group.az_id] if pin_groups else None, security_group_ids,

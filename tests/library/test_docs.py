@@ -29,6 +29,8 @@ PAGES: dict[str, str] = {
     "ChartSource": "helm-releases.md",
     "HyperPodCluster": "hyperpod-cluster.md",
     "HyperPodVolumeKey": "hyperpod-volume-key.md",
+    "HyperPodAutoscalingRole": "autoscaling.md",
+    "KarpenterNodePools": "autoscaling.md",
     "HyperPodObservability": "observability.md",
     "ContainerInsights": "observability.md",
     "ManagedPrometheus": "observability.md",

@@ -78,14 +78,14 @@ def test_cluster_waits_for_the_chart_and_the_scripts(default_synth):
 
 
 def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, variant_synth, group_features_synth,
-                                                           governance_synth):
+                                                           governance_synth, autoscaling_synth):
     """Validate against botocore's CreateCluster model: patterns, ranges and enums of every field we set."""
     import botocore.session
 
     model = botocore.session.get_session().get_service_model("sagemaker")
     request = model.operation_model("CreateCluster").input_shape
     group_shape = request.members["InstanceGroups"].member
-    for synth in (default_synth, variant_synth, group_features_synth, governance_synth):
+    for synth in (default_synth, variant_synth, group_features_synth, governance_synth, autoscaling_synth):
         props = _cluster(synth)[1]["Properties"]
         name_shape = request.members["ClusterName"]
         assert re.fullmatch(name_shape.metadata["pattern"], props["ClusterName"])
@@ -97,6 +97,13 @@ def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, varian
             assert props["TieredStorageConfig"]["Mode"] in tiered.members["Mode"].enum
             share = tiered.members["InstanceMemoryAllocationPercentage"].metadata
             assert share["min"] <= props["TieredStorageConfig"]["InstanceMemoryAllocationPercentage"] <= share["max"]
+        if "AutoScaling" in props:
+            autoscaling = request.members["AutoScaling"]
+            assert set(props["AutoScaling"]) <= set(autoscaling.members)
+            assert set(autoscaling.required_members) <= set(props["AutoScaling"])
+            for key, value in props["AutoScaling"].items():
+                assert value in autoscaling.members[key].enum
+            assert "ClusterRole" in props
         for group in props["InstanceGroups"]:
             members = group_shape.members
             assert re.fullmatch(members["InstanceGroupName"].metadata["pattern"], group["InstanceGroupName"])
