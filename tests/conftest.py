@@ -56,6 +56,7 @@ XDIST_GROUPS: dict[str, str] = {
     "admin_retention_synth": "admin-retention",
     "destroy_data_synth": "destroy-data",
     "fsx_synth": "fsx",
+    "autoscaling_synth": "autoscaling",
     "consumer": "consumer",
     "report": "nag-pack-fixtures",  # tests/safety/test_nag_pack.py: one app of every rule's fixtures
 }
