@@ -3,6 +3,7 @@ acknowledgments that let a change replace or shrink the cluster."""
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -79,10 +80,18 @@ class RollingUpdate(StrictModel):
     """The group's rolling software update: ScheduledUpdateConfig when ``schedule`` is set, and the batches
     ``hpctl update-software`` uses for the group either way."""
 
-    schedule: str | None = Field(default=None, max_length=256, pattern=f"^{SCHEDULE_PATTERN}$")
+    schedule: str | None = Field(default=None, max_length=256)
     batch: UpdateBatch = UpdateBatch()
     wait_seconds: StrictInt = Field(default=300, ge=0, le=3600)  # WaitIntervalInSeconds: 0-3600
     rollback_alarms: list[AlarmName] = Field(default=[], max_length=10)  # AutoRollbackConfiguration: 1-10 alarms
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(SCHEDULE_PATTERN, value):
+            raise refusal("", value, "not a schedule AWS accepts: cron(minutes hours day-of-month month day-of-week "
+                                     "year), one value per field, e.g. cron(0 3 ? * SUN *)")
+        return value
 
     def deployment_config(self) -> dict[str, Any]:
         """DeploymentConfig as the API and the template spell it."""
