@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "InstanceGroupConfig": "infra.config",
     "ObservabilityConfig": "infra.config",
     "StorageConfig": "infra.config",
+    "AddonsConfig": "infra.config",
     "load_config": "infra.config",
     "parse_config": "infra.config",
     "ConfigError": "infra.errors",
@@ -48,6 +49,8 @@ _EXPORTS: dict[str, str] = {
     "HyperPodAlerts": "infra.observability",
     "ClusterDashboard": "infra.observability",
     "SharedFileSystem": "infra.storage",
+    "TrainingOperator": "infra.addons",
+    "S3CsiDriver": "infra.addons",
     # checks
     "HyperPodChecks": "infra.nag_pack",
     "guard_replacement": "infra.hyperpod.lock",

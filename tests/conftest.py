@@ -325,6 +325,19 @@ def fsx_config_data() -> dict[str, Any]:
     return mutate(FSX_CHANGES)
 
 
+# Both add-ons of the addons section on (the training operator with its cert-manager, the S3 CSI driver on two
+# buckets).
+ADDONS_CHANGES: dict[str, Any] = {"addons": {
+    "training_operator": {"enabled": True},
+    "s3_csi": {"enabled": True, "bucket_arns": ["arn:aws:s3:::example-datasets", "arn:aws:s3:::example-models"]},
+}}
+
+
+@pytest.fixture(scope="session")
+def addons_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return synthesize_variant(tmp_path_factory, "addons", mutate(ADDONS_CHANGES))
+
+
 @pytest.fixture(scope="session")
 def fsx_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return synthesize_variant(tmp_path_factory, "fsx", fsx_config_data())

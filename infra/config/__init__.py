@@ -1,10 +1,11 @@
 """The typed, validated configuration every stack reads: one YAML file -> one frozen AppConfig.
 
-One module per section (network, eks, hyperpod, observability, storage), the whole document in ``app``, shared
+One module per section (network, eks, hyperpod, observability, storage, addons), the whole document in ``app``, shared
 field types in ``fields`` and the one way a validator refuses a value in ``base``. Every name is importable from
 ``infra.config``; nothing here imports the CDK (``hpctl`` reads the config without it).
 """
 
+from infra.config.addons import S3_BUCKET_ARN, AddonsConfig, S3CsiConfig, TrainingOperatorConfig
 from infra.config.app import AppConfig, load_config, parse_config, require_network, sagemaker_regions
 from infra.config.base import StrictModel, refusal
 from infra.config.eks import (
@@ -62,8 +63,10 @@ __all__ = [
     "MAX_INSTANCE_GROUPS",
     "MIN_PUBLIC_ACCESS_PREFIX",
     "RETENTION_DAYS",
+    "S3_BUCKET_ARN",
     "S3_PREFIX_PATTERN",
     "SUPPORTED_K8S_VERSIONS",
+    "AddonsConfig",
     "AlertsConfig",
     "AppConfig",
     "AzId",
@@ -91,6 +94,7 @@ __all__ = [
     "ObservabilityConfig",
     "PrometheusConfig",
     "RetentionDays",
+    "S3CsiConfig",
     "S3Uri",
     "StorageConfig",
     "StrictModel",
@@ -98,6 +102,7 @@ __all__ = [
     "TagValue",
     "Taint",
     "TieredCheckpointingConfig",
+    "TrainingOperatorConfig",
     "VolumeEncryption",
     "WholeNumber",
     "az_id_prefix",

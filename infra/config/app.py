@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from infra.config.addons import AddonsConfig
 from infra.config.base import StrictModel, config_error, refusal
 from infra.config.eks import EksConfig
 from infra.config.fields import TagKey, TagValue
@@ -42,6 +43,7 @@ class AppConfig(StrictModel):
     hyperpod: HyperPodConfig
     observability: ObservabilityConfig = ObservabilityConfig()
     storage: StorageConfig = StorageConfig()
+    addons: AddonsConfig = AddonsConfig()
     # A permissions boundary applied to every IAM role the stacks create (e.g. an organisation's guard rail).
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
     # Remove data-bearing resources (buckets, log groups, keys) on cdk destroy instead of retaining them.
@@ -57,6 +59,18 @@ class AppConfig(StrictModel):
         if value not in sagemaker_regions():
             raise refusal("", None, f"{value} is not a region where SageMaker is available (per botocore)")
         return value
+
+    @model_validator(mode="after")
+    def _one_cert_manager(self) -> AppConfig:
+        # The training operator add-on comes with cert-manager as an EKS add-on; the dependencies chart can
+        # install it too (its cert-manager subchart, off by default in its values.yaml at the pinned commit:
+        # aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea:helm_chart/HyperPodHelmChart).
+        # Two installs would fight over the same CRDs and webhook.
+        chart_values = self.hyperpod.dependencies_chart.values.get("cert-manager")
+        if self.addons.training_operator.enabled and isinstance(chart_values, dict) and chart_values.get("enabled"):
+            raise refusal("hyperpod.dependencies_chart.values.cert-manager.enabled", True,
+                          "addons.training_operator installs cert-manager as an EKS add-on; leave it off in the chart")
+        return self
 
     @model_validator(mode="after")
     def _cross_checks(self) -> AppConfig:

@@ -37,6 +37,8 @@ PAGES: dict[str, str] = {
     "HyperPodAlerts": "observability.md",
     "ClusterDashboard": "observability.md",
     "SharedFileSystem": "shared-file-system.md",
+    "TrainingOperator": "cluster-addons.md",
+    "S3CsiDriver": "cluster-addons.md",
     "HyperPodChecks": "hyperpod-checks.md",
 }
 NOT_CONSTRUCTS = {"infra.config", "infra.errors"}
