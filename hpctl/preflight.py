@@ -83,19 +83,22 @@ def default_addon_version(versions: list[dict[str, Any]], k8s: str) -> str | Non
 
 
 def check_addon_versions(cfg: Any, clients: Any) -> list[Check]:
-    """Each pinned add-on version is offered for the cluster's Kubernetes version."""
+    """Each pinned add-on version, and some version of each add-on the `addons` section turns on (installed at
+    EKS's default), is offered for the cluster's Kubernetes version."""
     k8s = cfg.eks.version
     pinned = cfg.eks.addon_versions
-    if not pinned:
+    unpinned = cfg.addons.eks_addons()
+    if not pinned and not unpinned:
         return [Check("addon-versions", PASS, "no add-on version pinned")]
     missing = []
     for name, version in sorted(pinned.items()):
         offered = {v["addonVersion"] for v in offered_addon_versions(clients, name, k8s)}
         if version not in offered:
             missing.append(f"{name} {version}")
+    missing += [f"{name} (any version)" for name in unpinned if not offered_addon_versions(clients, name, k8s)]
     if missing:
         return [Check("addon-versions", FAIL, f"not offered for Kubernetes {k8s}: {', '.join(missing)}")]
-    listed = ", ".join(f"{n} {v}" for n, v in sorted(pinned.items()))
+    listed = ", ".join([f"{n} {v}" for n, v in sorted(pinned.items())] + unpinned)
     return [Check("addon-versions", PASS, f"offered for Kubernetes {k8s}: {listed}")]
 
 

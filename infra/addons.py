@@ -11,24 +11,21 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.common import acknowledge, service_account_role
+from infra.config.addons import CERT_MANAGER_ADDON, S3_CSI_ADDON, TRAINING_OPERATOR_ADDON
 
-# Add-on names, the operator's service account and the managed policy of its role: AWS's Terraform module,
+# The operator's service account and the managed policy of its role: AWS's Terraform module,
 # awslabs/awsome-distributed-training@0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/
-# 7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/modules/hyperpod_training_operator/main.tf
-# (and modules/hyperpod_cluster/cert_manager.tf for cert-manager, "required for HPTO and HPIO").
-TRAINING_OPERATOR_ADDON = "amazon-sagemaker-hyperpod-training-operator"
+# 7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/modules/hyperpod_training_operator/main.tf.
 TRAINING_OPERATOR_NAMESPACE = "aws-hyperpod"
 TRAINING_OPERATOR_SERVICE_ACCOUNT = "hp-training-operator-controller-manager"
 TRAINING_OPERATOR_POLICY = "AmazonSageMakerHyperPodTrainingOperatorAccess"
-CERT_MANAGER_ADDON = "cert-manager"
-# The add-on name: https://docs.aws.amazon.com/eks/latest/userguide/mountpoint-for-s3-add-on.html. The service
-# account the driver-level Pod Identity association names ("s3-csi-driver-sa"):
+# The service account the driver-level Pod Identity association names ("s3-csi-driver-sa"):
 # awslabs/mountpoint-s3-csi-driver@57c6bedb46e2c1281883b80dad4d5d54b438b0de:docs/CONFIGURATION.md ("Driver-Level
-# Credentials with EKS Pod Identity"); kube-system is where the add-on puts it (the EKS page's eksctl command).
-S3_CSI_ADDON = "aws-mountpoint-s3-csi-driver"
+# Credentials with EKS Pod Identity"); kube-system is where the add-on puts it (the eksctl command of
+# https://docs.aws.amazon.com/eks/latest/userguide/mountpoint-for-s3-add-on.html, and AWS's Terraform module
+# modules/hyperpod_inference_operator/iam_roles.tf, system:serviceaccount:kube-system:s3-csi-driver-sa).
 S3_CSI_NAMESPACE = "kube-system"
 S3_CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
-S3_CSI_DRIVER_NAME = "s3.csi.aws.com"
 # What Mountpoint needs on a general purpose bucket to list, read, write and (with the allow-delete mount
 # option) delete: awslabs/mountpoint-s3@58817cab2fc3020a422d8aa14049a86b296f4498:doc/CONFIGURATION.md,
 # "IAM permissions", its least-privilege example.

@@ -9,6 +9,15 @@ from pydantic import Field, field_validator, model_validator
 
 from infra.config.base import StrictModel, refusal
 
+# The EKS add-ons each key installs (the one list of their names: the constructs in infra/addons.py and hpctl
+# preflight read it). Names: AWS's Terraform modules, awslabs/awsome-distributed-training@
+# 0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/
+# modules/hyperpod_training_operator/main.tf and modules/hyperpod_cluster/cert_manager.tf (cert-manager, "required
+# for HPTO"); https://docs.aws.amazon.com/eks/latest/userguide/mountpoint-for-s3-add-on.html for the S3 driver.
+TRAINING_OPERATOR_ADDON = "amazon-sagemaker-hyperpod-training-operator"
+CERT_MANAGER_ADDON = "cert-manager"
+S3_CSI_ADDON = "aws-mountpoint-s3-csi-driver"
+
 # A general purpose bucket's ARN: Mountpoint's IAM example grants s3:ListBucket on exactly this form
 # (awslabs/mountpoint-s3@58817cab2fc3020a422d8aa14049a86b296f4498:doc/CONFIGURATION.md, "IAM permissions").
 # Directory buckets (s3express) take other actions and are not offered here.
@@ -49,3 +58,12 @@ class AddonsConfig(StrictModel):
     training_operator: TrainingOperatorConfig = TrainingOperatorConfig()
     # task_governance: the HyperPod task governance add-on (added in its own change).
     s3_csi: S3CsiConfig = S3CsiConfig()
+
+    def eks_addons(self) -> list[str]:
+        """The EKS add-ons this section installs, in install order."""
+        names = []
+        if self.training_operator.enabled:
+            names += [CERT_MANAGER_ADDON, TRAINING_OPERATOR_ADDON]
+        if self.s3_csi.enabled:
+            names.append(S3_CSI_ADDON)
+        return names

@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 
 from infra.addons import (
-    CERT_MANAGER_ADDON,
-    S3_CSI_ADDON,
     S3_CSI_NAMESPACE,
     S3_CSI_SERVICE_ACCOUNT,
-    TRAINING_OPERATOR_ADDON,
     TRAINING_OPERATOR_NAMESPACE,
     TRAINING_OPERATOR_SERVICE_ACCOUNT,
 )
+from infra.config.addons import CERT_MANAGER_ADDON, S3_CSI_ADDON, TRAINING_OPERATOR_ADDON
 
 BUCKETS = ["arn:aws:s3:::example-datasets", "arn:aws:s3:::example-models"]
 
@@ -42,6 +40,10 @@ def test_addons_wait_for_the_hyperpod_cluster_and_their_association(addons_synth
     (cluster_id,) = addons_synth.resources("hyperpod", "AWS::SageMaker::Cluster")
     addons = _addons(addons_synth)
     assert set(addons) == {TRAINING_OPERATOR_ADDON, CERT_MANAGER_ADDON, S3_CSI_ADDON}
+    # The names AWS's Terraform modules and the EKS user guide give.
+    assert set(addons) == {"amazon-sagemaker-hyperpod-training-operator", "cert-manager",
+                           "aws-mountpoint-s3-csi-driver"}
+    assert set(addons) == set(addons_synth.config.addons.eks_addons())
     for _, addon in addons.values():
         assert cluster_id in addon["DependsOn"]
         # The EKS cluster's name, as the rest of the stack reads it.
