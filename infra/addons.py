@@ -57,10 +57,10 @@ class TrainingOperator(Construct):
     it). The add-ons need running nodes: create this after the HyperPod cluster.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster,
+    def __init__(self, scope: Construct, construct_id: str, *, eks_cluster: eks.ICluster,
                  install_cert_manager: bool = True) -> None:
         super().__init__(scope, construct_id)
-        cluster_name = cluster.cluster_name
+        cluster_name = eks_cluster.cluster_name
         self.cert_manager: eks_l1.CfnAddon | None = None
         if install_cert_manager:
             # EKS's default configuration: cert-manager then schedules only on nodes without taints.
@@ -101,12 +101,12 @@ class S3CsiDriver(Construct):
     must be on the cluster. The add-on needs running nodes: create it after the HyperPod cluster.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster,
+    def __init__(self, scope: Construct, construct_id: str, *, eks_cluster: eks.ICluster,
                  bucket_arns: Sequence[str]) -> None:
         super().__init__(scope, construct_id)
         if not bucket_arns:
             raise ValueError("S3CsiDriver needs at least one bucket ARN")
-        cluster_name = cluster.cluster_name
+        cluster_name = eks_cluster.cluster_name
         self.role = service_account_role(
             self, "DriverRole", cluster_name=cluster_name, namespace=S3_CSI_NAMESPACE,
             service_account=S3_CSI_SERVICE_ACCOUNT,

@@ -279,11 +279,12 @@ def _add_addons(
     training_operator = None
     if addons.training_operator.enabled:
         # cert-manager comes as an EKS add-on; the config refuses the chart's cert-manager with it (AppConfig).
-        training_operator = TrainingOperator(scope, "TrainingOperator", cluster=eks_cluster)
+        training_operator = TrainingOperator(scope, "TrainingOperator", eks_cluster=eks_cluster)
         _after(training_operator, hyperpod_cluster)
     s3_csi_driver = None
     if addons.s3_csi.enabled:
-        s3_csi_driver = S3CsiDriver(scope, "S3CsiDriver", cluster=eks_cluster, bucket_arns=addons.s3_csi.bucket_arns)
+        s3_csi_driver = S3CsiDriver(scope, "S3CsiDriver", eks_cluster=eks_cluster,
+                                    bucket_arns=addons.s3_csi.bucket_arns)
         _after(s3_csi_driver, hyperpod_cluster)
     return training_operator, s3_csi_driver
 
