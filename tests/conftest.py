@@ -48,7 +48,8 @@ XDIST_GROUPS: dict[str, str] = {
     "byo_synth": "variant",
     "group_removed_synth": "variant",
     "group_features_synth": "variant",
-    "cfn_lint_findings": "variant",  # lints the default, variant, byo and group-features templates
+    "addons_synth": "variant",
+    "cfn_lint_findings": "variant",  # lints the default, variant, byo, group-features and addons templates
     "routine_synth": "routine",
     "observability_minimal_synth": "observability-minimal",
     "observability_rest_off_synth": "observability-rest-off",

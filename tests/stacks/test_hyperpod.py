@@ -77,7 +77,9 @@ def test_cluster_waits_for_the_chart_and_the_scripts(default_synth):
     assert any(resources[d]["Type"] == "Custom::CDKBucketDeployment" for d in depends)
 
 
-def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, variant_synth, group_features_synth, addons_synth):
+def test_cluster_properties_satisfy_the_create_cluster_api(
+    default_synth, variant_synth, group_features_synth, addons_synth,
+):
     """Validate against botocore's CreateCluster model: patterns, ranges and enums of every field we set."""
     import botocore.session
 
