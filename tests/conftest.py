@@ -50,6 +50,7 @@ XDIST_GROUPS: dict[str, str] = {
     "group_features_synth": "variant",
     "governance_synth": "variant",
     "rolling_update_synth": "variant",
+    "addons_synth": "variant",
     "cfn_lint_findings": "variant",  # lints the templates of every variant in tests/stacks/test_nag_and_lint.py
     "routine_synth": "routine",
     "observability_minimal_synth": "observability-minimal",
@@ -344,6 +345,19 @@ FSX_CHANGES: dict[str, Any] = {
 
 def fsx_config_data() -> dict[str, Any]:
     return mutate(FSX_CHANGES)
+
+
+# Both add-ons of the addons section on (the training operator with its cert-manager, the S3 CSI driver on two
+# buckets).
+ADDONS_CHANGES: dict[str, Any] = {"addons": {
+    "training_operator": {"enabled": True},
+    "s3_csi": {"enabled": True, "bucket_arns": ["arn:aws:s3:::example-datasets", "arn:aws:s3:::example-models"]},
+}}
+
+
+@pytest.fixture(scope="session")
+def addons_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return synthesize_variant(tmp_path_factory, "addons", mutate(ADDONS_CHANGES))
 
 
 @pytest.fixture(scope="session")

@@ -6,13 +6,16 @@ field types in ``fields`` and the one way a validator refuses a value in ``base`
 """
 
 from infra.config.addons import (
+    S3_BUCKET_ARN,
     TASK_GOVERNANCE_ADDON,
     AddonsConfig,
     PriorityClass,
+    S3CsiConfig,
     TaskGovernanceConfig,
     TeamBorrowing,
     TeamConfig,
     TeamQuota,
+    TrainingOperatorConfig,
     compute_quota_name,
     team_namespace,
 )
@@ -75,6 +78,7 @@ __all__ = [
     "MAX_INSTANCE_GROUPS",
     "MIN_PUBLIC_ACCESS_PREFIX",
     "RETENTION_DAYS",
+    "S3_BUCKET_ARN",
     "S3_PREFIX_PATTERN",
     "SUPPORTED_K8S_VERSIONS",
     "TASK_GOVERNANCE_ADDON",
@@ -108,6 +112,7 @@ __all__ = [
     "PrometheusConfig",
     "RetentionDays",
     "RollingUpdate",
+    "S3CsiConfig",
     "S3Uri",
     "StorageConfig",
     "StrictModel",
@@ -120,6 +125,7 @@ __all__ = [
     "TeamQuota",
     "TieredCheckpointingConfig",
     "UpdateBatch",
+    "TrainingOperatorConfig",
     "VolumeEncryption",
     "WholeNumber",
     "az_id_prefix",

@@ -78,14 +78,15 @@ def test_cluster_waits_for_the_chart_and_the_scripts(default_synth):
 
 
 def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, variant_synth, group_features_synth,
-                                                           governance_synth, rolling_update_synth):
+                                                           governance_synth, rolling_update_synth, addons_synth):
     """Validate against botocore's CreateCluster model: patterns, ranges and enums of every field we set."""
     import botocore.session
 
     model = botocore.session.get_session().get_service_model("sagemaker")
     request = model.operation_model("CreateCluster").input_shape
     group_shape = request.members["InstanceGroups"].member
-    for synth in (default_synth, variant_synth, group_features_synth, governance_synth, rolling_update_synth):
+    for synth in (default_synth, variant_synth, group_features_synth, governance_synth, rolling_update_synth,
+                  addons_synth):
         props = _cluster(synth)[1]["Properties"]
         name_shape = request.members["ClusterName"]
         assert re.fullmatch(name_shape.metadata["pattern"], props["ClusterName"])
