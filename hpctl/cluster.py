@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from collections.abc import Iterator, Sequence
 from functools import cache
@@ -148,6 +149,7 @@ def software_update_request(
     name: str,
     groups: Sequence[str] = (),
     *,
+    deployment: dict[str, Any] | None = None,
     batch_size: int | None = None,
     batch_percent: int | None = None,
     rollback_batch_size: int | None = None,
@@ -155,19 +157,22 @@ def software_update_request(
     alarms: Sequence[str] = (),
     image_id: str | None = None,
 ) -> dict[str, Any]:
-    """The UpdateClusterSoftware request (shapes per botocore's SageMaker model)."""
+    """The UpdateClusterSoftware request (shapes per botocore's SageMaker model). ``deployment`` is a
+    DeploymentConfig to start from (the groups' rolling_update in the config); each option given replaces
+    its part of it."""
     request: dict[str, Any] = {"ClusterName": name}
     if groups:
         request["InstanceGroups"] = [{"InstanceGroupName": g} for g in groups]
-    deployment: dict[str, Any] = {}
-    policy: dict[str, Any] = {}
+    deployment = copy.deepcopy(deployment or {})
+    policy: dict[str, Any] = deployment.pop("RollingUpdatePolicy", {})
     if batch_size is not None:
         policy["MaximumBatchSize"] = {"Type": "INSTANCE_COUNT", "Value": batch_size}
     elif batch_percent is not None:
         policy["MaximumBatchSize"] = {"Type": "CAPACITY_PERCENTAGE", "Value": batch_percent}
     if rollback_batch_size is not None:
         if "MaximumBatchSize" not in policy:
-            raise HpctlError("--rollback-batch-size needs --batch-size or --batch-percent", 2)
+            raise HpctlError("--rollback-batch-size needs a batch size: --batch-size, --batch-percent or the "
+                             "group's rolling_update in the config", 2)
         policy["RollbackMaximumBatchSize"] = {"Type": "INSTANCE_COUNT", "Value": rollback_batch_size}
     if policy:
         deployment["RollingUpdatePolicy"] = policy

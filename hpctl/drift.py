@@ -33,6 +33,10 @@ def _group_config(group: Any) -> dict[str, Any]:
         "instance_count": group.instance_count,
         "threads_per_core": group.threads_per_core,
         "deep_health_checks": sorted(group.deep_health_checks),
+        "rolling_update": _scheduled_update(group.rolling_update.scheduled_update_config())
+        if group.rolling_update else None,
+        "image_id": group.image_id,
+        "auto_patch": group.auto_patch,
     }
 
 
@@ -46,7 +50,21 @@ def _group_deployed(group: dict[str, Any]) -> dict[str, Any]:
         "instance_count": group.get("TargetCount", group.get("CurrentCount")),
         "threads_per_core": group.get("ThreadsPerCore"),
         "deep_health_checks": sorted(group.get("OnStartDeepHealthChecks") or []),
+        # As the template writes it (ScheduledUpdateConfig), with the alarms in a stable order.
+        "rolling_update": _scheduled_update(group.get("ScheduledUpdateConfig")),
+        "image_id": group.get("DesiredImageId") or group.get("CurrentImageId"),
+        "auto_patch": (group.get("AutoPatchConfig") or {}).get("PatchingStrategy"),
     }
+
+
+def _scheduled_update(deployed: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not deployed:
+        return None
+    deployment = deployed.get("DeploymentConfig") or {}
+    if "AutoRollbackConfiguration" in deployment:  # a set of alarms (insertionOrder false in the schema)
+        alarms = sorted(deployment["AutoRollbackConfiguration"], key=lambda a: a["AlarmName"])
+        deployment = {**deployment, "AutoRollbackConfiguration": alarms}
+    return {**deployed, "DeploymentConfig": deployment} if deployment else dict(deployed)
 
 
 # Create-only inside an existing instance group: a change replaces the whole cluster.
@@ -75,6 +93,8 @@ def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
         for field, value in want.items():
             if have[field] is None and field == "threads_per_core":
                 continue  # not reported by the API: nothing to compare
+            if field == "image_id" and value in (None, "default"):
+                continue  # the API reports the AMI HyperPod chose, the config names none
             if have[field] != value:
                 effect = REPLACE if field in _REPLACING_FIELDS else UPDATE
                 changes.append(Change(name, field, have[field], value, effect))

@@ -108,6 +108,25 @@ AUTO_RESUME = {
     "sagemaker.amazonaws.com/enable-job-auto-resume": "true",
     "sagemaker.amazonaws.com/job-max-retry-count": str(JOB_MAX_RETRY_COUNT),
 }
+# The HyperPod training operator's job (addons.training_operator on): apiVersion, kind and the spec fields used here
+# (nprocPerNode as a string, replicaSpecs[] of name/replicas/template, runPolicy.jobMaxRetryCount/cleanPodPolicy)
+# as in https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-operator-usage.html and AWS's job template,
+# aws/sagemaker-hyperpod-cli@011ca927123e02b35a399935bbb3ab1905fe33c7:
+# hyperpod-pytorch-job-template/hyperpod_pytorch_job_template/v1_1/template.py.
+HYPERPOD_JOB_API = "sagemaker.amazonaws.com/v1"
+HYPERPOD_JOB_KIND = "HyperPodPyTorchJob"
+# The operator talks to the HyperPod elastic agent in each pod, which listens on this port (the usage page above).
+ELASTIC_AGENT_PORT = 8080
+# The agent is a pip package whose `hyperpodrun` launcher replaces torchrun ("To use the HyperPod training operator,
+# you must first install the HyperPod elastic agent into your training image": https://pypi.org/project/
+# hyperpod-elastic-agent/1.1.0/, where `--rdzv-backend hyperpod` is shown too). The example installs it when the
+# pod starts; a real image should have it built in.
+ELASTIC_AGENT = "hyperpod-elastic-agent==1.1.0"
+# Mountpoint for Amazon S3 CSI driver (addons.s3_csi on): a statically provisioned PersistentVolume per bucket and
+# its claim, as in awslabs/mountpoint-s3-csi-driver@57c6bedb46e2c1281883b80dad4d5d54b438b0de:
+# examples/kubernetes/static_provisioning/static_provisioning.yaml (the capacity is required but ignored).
+S3_CSI_DRIVER = "s3.csi.aws.com"
+S3_NOMINAL_SIZE = "1200Gi"
 REGENERATE = "hpctl render-examples --config config/default.yaml --out examples"
 RENDERED_MARK = "Rendered by `hpctl render-examples`"  # in every file it writes; marks the ones it may remove
 
@@ -322,15 +341,17 @@ def training_job(
             ],
         },
     }
-    replicas: dict[str, Any] = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": pod}}
-    if nodes > 1:
-        replicas["Worker"] = {"replicas": nodes - 1, "restartPolicy": "OnFailure", "template": pod}
     script = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": f"{TRAINING_JOB}-script", "namespace": ns},
         "data": {"train.py": TRAIN_SCRIPT},
     }
+    if config.addons.training_operator.enabled:
+        return [script, _hyperpod_job(ns, pod, nodes, gpus)]
+    replicas: dict[str, Any] = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": pod}}
+    if nodes > 1:
+        replicas["Worker"] = {"replicas": nodes - 1, "restartPolicy": "OnFailure", "template": pod}
     job = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -338,6 +359,62 @@ def training_job(
         "spec": {"pytorchReplicaSpecs": replicas},
     }
     return [script, job]
+
+
+def _hyperpod_job(ns: str, pod: dict[str, Any], nodes: int, gpus: int) -> dict[str, Any]:
+    """The same pods as a HyperPodPyTorchJob: hyperpodrun (the elastic agent) instead of torchrun, and the
+    operator's restarts (runPolicy) instead of the auto-resume annotations."""
+    (container,) = pod["spec"]["containers"]
+    hyperpodrun = (f"pip install --quiet {ELASTIC_AGENT} && exec hyperpodrun --nnodes={nodes} "
+                   f"--nproc-per-node={gpus} --rdzv-backend hyperpod /opt/train/train.py")
+    container = {
+        **{k: v for k, v in container.items() if k != "command"},
+        "name": "pytorch-job-container",  # the name AWS's job template gives it
+        "command": ["/bin/bash", "-c", hyperpodrun],
+        "ports": [{"containerPort": ELASTIC_AGENT_PORT}],
+    }
+    template = {**pod, "spec": {**pod["spec"], "containers": [container]}}
+    return {
+        "apiVersion": HYPERPOD_JOB_API,
+        "kind": HYPERPOD_JOB_KIND,
+        "metadata": {"name": TRAINING_JOB, "namespace": ns},
+        "spec": {
+            "nprocPerNode": str(gpus),
+            "replicaSpecs": [{"name": "pod", "replicas": nodes, "template": template}],
+            "runPolicy": {"jobMaxRetryCount": JOB_MAX_RETRY_COUNT, "cleanPodPolicy": "None"},
+        },
+    }
+
+
+def s3_volumes(config: Any) -> list[dict[str, Any]]:
+    """A static PersistentVolume and its claim for each bucket of addons.s3_csi, in the examples' namespace."""
+    ns = namespace(config)
+    documents: list[dict[str, Any]] = []
+    for arn in config.addons.s3_csi.bucket_arns:
+        bucket = arn.split(":::", 1)[1]
+        claim = f"s3-{bucket}"
+        access = {"accessModes": ["ReadWriteMany"], "storageClassName": ""}
+        documents.append({
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{ns}-{claim}"},
+            "spec": {
+                "capacity": {"storage": S3_NOMINAL_SIZE},
+                **access,
+                # Only this claim may bind the volume.
+                "claimRef": {"namespace": ns, "name": claim},
+                "csi": {"driver": S3_CSI_DRIVER, "volumeHandle": f"s3-csi-{bucket}",
+                        "volumeAttributes": {"bucketName": bucket}},
+            },
+        })
+        documents.append({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": ns},
+            "spec": {**access, "resources": {"requests": {"storage": S3_NOMINAL_SIZE}},
+                     "volumeName": f"{ns}-{claim}"},
+        })
+    return documents
 
 
 def inference(config: Any, group: Any) -> list[dict[str, Any]]:
@@ -481,8 +558,11 @@ def render(
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace(config)}}
         files["namespace.yaml"] = _dump(
             [ns], config.project, "The namespace of the examples (with FSx enabled the storage stack creates it).")
+    operator = config.addons.training_operator.enabled
     files["pytorchjob-auto-resume.yaml"] = _dump(
         training_job(config, group, acc, checkpoint_interval_minutes), config.project,
+        "Distributed PyTorch training with the HyperPod training operator's restarts, checkpointing to the shared "
+        "volume." if operator else
         "Distributed PyTorch training with HyperPod job auto-resume, checkpointing to the shared volume.")
     files["inference.yaml"] = _dump(
         inference(config, group), config.project,
@@ -492,6 +572,11 @@ def render(
         title += (f"\n# It needs 2 nodes of {group.instance_type}; instance group {group.name} has "
                   f"{group.instance_count}: raise its instance_count first.")
     files["nccl-smoke-test.yaml"] = _dump(smoke_test(config, group, acc), config.project, title)
+    if config.addons.s3_csi.enabled:
+        files["s3-volumes.yaml"] = _dump(
+            s3_volumes(config), config.project,
+            "S3 buckets as volumes (Mountpoint for Amazon S3 CSI driver): a claim per bucket, mount it in a pod.\n"
+            "# Pods read and write new files; to let them delete, add `mountOptions: [allow-delete]` to the volume.")
     return files
 
 

@@ -84,26 +84,27 @@ def default_addon_version(versions: list[dict[str, Any]], k8s: str) -> str | Non
 
 
 def check_addon_versions(cfg: Any, clients: Any) -> list[Check]:
-    """Each pinned add-on version is offered for the cluster's Kubernetes version, and the task governance
-    add-on, when on without a version, is offered in some version."""
+    """Each pinned add-on version, and some version of each add-on the `addons` section turns on without one
+    (installed at EKS's default), is offered for the cluster's Kubernetes version."""
     from infra.config import TASK_GOVERNANCE_ADDON
 
     k8s = cfg.eks.version
-    pinned: dict[str, str | None] = dict(cfg.eks.addon_versions)
+    pinned: dict[str, str] = dict(cfg.eks.addon_versions)
     governance = cfg.addons.task_governance
-    if governance.enabled:
+    if governance.enabled and governance.addon_version:
         pinned[TASK_GOVERNANCE_ADDON] = governance.addon_version
-    if not pinned:
+    unpinned = [name for name in cfg.addons.eks_addons() if name not in pinned]
+    if not pinned and not unpinned:
         return [Check("addon-versions", PASS, "no add-on version pinned")]
     missing = []
     for name, version in sorted(pinned.items()):
         offered = {v["addonVersion"] for v in offered_addon_versions(clients, name, k8s)}
-        found = version in offered if version is not None else bool(offered)
-        if not found:
-            missing.append(f"{name} {version or '(any version)'}")
+        if version not in offered:
+            missing.append(f"{name} {version}")
+    missing += [f"{name} (any version)" for name in unpinned if not offered_addon_versions(clients, name, k8s)]
     if missing:
         return [Check("addon-versions", FAIL, f"not offered for Kubernetes {k8s}: {', '.join(missing)}")]
-    listed = ", ".join(f"{n} {v or '(EKS default)'}" for n, v in sorted(pinned.items()))
+    listed = ", ".join([f"{n} {v}" for n, v in sorted(pinned.items())] + [f"{n} (EKS default)" for n in unpinned])
     return [Check("addon-versions", PASS, f"offered for Kubernetes {k8s}: {listed}")]
 
 

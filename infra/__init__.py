@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "StorageConfig": "infra.config",
     "TaskGovernanceConfig": "infra.config",
     "TeamConfig": "infra.config",
+    "AddonsConfig": "infra.config",
     "load_config": "infra.config",
     "parse_config": "infra.config",
     "ConfigError": "infra.errors",
@@ -53,6 +54,8 @@ _EXPORTS: dict[str, str] = {
     "ClusterDashboard": "infra.observability",
     "SharedFileSystem": "infra.storage",
     "HyperPodTaskGovernance": "infra.task_governance",
+    "TrainingOperator": "infra.addons",
+    "S3CsiDriver": "infra.addons",
     # checks
     "HyperPodChecks": "infra.nag_pack",
     "guard_replacement": "infra.hyperpod.lock",

@@ -20,6 +20,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
+from infra.addons import S3CsiDriver, TrainingOperator
 from infra.common import data_removal_policy, retention
 from infra.config import AppConfig, eks_cluster_name, require_network
 from infra.eks import EksControlPlane
@@ -124,6 +125,8 @@ class HyperPodParts:
     storage: SharedStorage | None = None
     volume_key: HyperPodVolumeKey | None = None
     task_governance: HyperPodTaskGovernance | None = None
+    training_operator: TrainingOperator | None = None
+    s3_csi_driver: S3CsiDriver | None = None
     scopes: list[Construct] = field(default_factory=list)
 
 
@@ -251,6 +254,7 @@ def compose(
         _after(storage.volume_release, hyperpod_cluster)
 
     task_governance = _add_task_governance(scope, config, cluster_name, hyperpod_cluster)
+    training_operator, s3_csi_driver = _add_addons(config, scope, eks_cluster, hyperpod_cluster)
 
     scopes = placement.scopes()
     _apply_cross_cutting(config, scopes)
@@ -258,7 +262,8 @@ def compose(
         network=network, eks_control_plane=control_plane, eks_cluster=eks_cluster, lifecycle=lifecycle,
         execution_role=role, dependencies_chart=chart, hyperpod_cluster=hyperpod_cluster,
         autoscaling_role=autoscaling_role, node_pools=node_pools, observability=observability, storage=storage,
-        volume_key=volume_key, task_governance=task_governance, scopes=scopes,
+        volume_key=volume_key, task_governance=task_governance, training_operator=training_operator,
+        s3_csi_driver=s3_csi_driver, scopes=scopes,
     )
 
 
@@ -280,6 +285,24 @@ def _network(scope: Construct, config: AppConfig, existing: Existing, removal: R
         security_group=existing.security_group, node_egress=n.node_egress, interface_endpoints=n.interface_endpoints,
         removal_policy=removal,
     )
+
+
+def _add_addons(
+    config: AppConfig, scope: Construct, eks_cluster: eks.ICluster, hyperpod_cluster: HyperPodCluster,
+) -> tuple[TrainingOperator | None, S3CsiDriver | None]:
+    """The add-ons of ``config.addons``, in the HyperPod scope (docs/design.md says why), after its cluster."""
+    addons = config.addons
+    training_operator = None
+    if addons.training_operator.enabled:
+        # cert-manager comes as an EKS add-on; the config refuses the chart's cert-manager with it (AppConfig).
+        training_operator = TrainingOperator(scope, "TrainingOperator", eks_cluster=eks_cluster)
+        _after(training_operator, hyperpod_cluster)
+    s3_csi_driver = None
+    if addons.s3_csi.enabled:
+        s3_csi_driver = S3CsiDriver(scope, "S3CsiDriver", eks_cluster=eks_cluster,
+                                    bucket_arns=addons.s3_csi.bucket_arns)
+        _after(s3_csi_driver, hyperpod_cluster)
+    return training_operator, s3_csi_driver
 
 
 def _after(later: Construct, hyperpod_cluster: HyperPodCluster) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from aws_cdk import Aws, CfnOutput, Fn, RemovalPolicy, Stack, Tags
+from aws_cdk import Aws, CfnOutput, Fn, RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
@@ -13,6 +13,8 @@ from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
+
+from infra.common import service_account_role
 
 # The local chart that creates the namespace, the static PersistentVolume and its claim.
 STORAGE_CHART_DIR = Path(__file__).parent / "storage_chart"
@@ -175,21 +177,9 @@ class FsxCsiDriver(Construct):
         addon_version: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        # Pod Identity tags every session with the cluster ARN, namespace and service account
-        # (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html, "List of session tags added by EKS
-        # Pod Identity"); the trust policy matches them as aws:RequestTag/<key>, as AWS's own example does
-        # (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html, "Setting Conditions"), so only this
-        # controller of this cluster gets the role. aws:SourceAccount as on the add-on roles of observability.
-        self.role = iam.Role(
-            self, "ControllerRole",
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions({"StringEquals": {
-                "aws:SourceAccount": Aws.ACCOUNT_ID,
-                # Built from the name the add-on already reads: no second cross-stack reference.
-                "aws:RequestTag/eks-cluster-arn": Stack.of(self).format_arn(
-                    service="eks", resource="cluster", resource_name=eks_cluster.cluster_name),
-                "aws:RequestTag/kubernetes-namespace": CSI_CONTROLLER_NAMESPACE,
-                "aws:RequestTag/kubernetes-service-account": CSI_CONTROLLER_SERVICE_ACCOUNT,
-            }}).with_session_tags(),
+        self.role = service_account_role(
+            self, "ControllerRole", cluster_name=eks_cluster.cluster_name, namespace=CSI_CONTROLLER_NAMESPACE,
+            service_account=CSI_CONTROLLER_SERVICE_ACCOUNT,
             description="FSx for Lustre CSI controller (EKS Pod Identity): the shared file system only",
         )
         # Read only: the volume is statically provisioned and never expanded through Kubernetes (the claim has

@@ -49,7 +49,9 @@ XDIST_GROUPS: dict[str, str] = {
     "group_removed_synth": "variant",
     "group_features_synth": "variant",
     "governance_synth": "variant",
-    "cfn_lint_findings": "variant",  # lints the default, variant, byo, group-features and task governance templates
+    "rolling_update_synth": "variant",
+    "addons_synth": "variant",
+    "cfn_lint_findings": "variant",  # lints the templates of every variant in tests/stacks/test_nag_and_lint.py
     "routine_synth": "routine",
     "observability_minimal_synth": "observability-minimal",
     "observability_rest_off_synth": "observability-rest-off",
@@ -286,6 +288,25 @@ def group_removed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized
     return synthesize_variant(tmp_path_factory, "group-removed", data)
 
 
+# Rolling software updates, custom images and automatic patching on: one group with a schedule, a count batch,
+# rollback alarms and a custom AMI; another with a percent batch but no schedule, and automatic patching.
+def rolling_update_config_data() -> dict[str, Any]:
+    data = default_config_data()
+    gpu = data["hyperpod"]["instance_groups"][0]
+    gpu.update(image_id="ami-0123456789abcdef0", rolling_update={
+        "schedule": "cron(0 3 ? * SUN *)", "batch": {"type": "count", "value": 1}, "wait_seconds": 600,
+        "rollback_alarms": ["gpu-workers-xid-errors", "gpu-workers-not-ready"]})
+    data["hyperpod"]["instance_groups"].append({
+        "name": "cpu-workers", "instance_type": "ml.m5.2xlarge", "instance_count": 2, "az_id": gpu["az_id"],
+        "auto_patch": "WhenIdle", "rolling_update": {"batch": {"type": "percent", "value": 50}}})
+    return data
+
+
+@pytest.fixture(scope="session")
+def rolling_update_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return synthesize_variant(tmp_path_factory, "rolling-update", rolling_update_config_data())
+
+
 # Observability pieces switched off (one at a time they are covered by the no-replacement suite).
 OBSERVABILITY_MINIMAL: dict[str, Any] = {
     "observability": {"container_insights": False, "grafana": {"enabled": False}, "dashboard": False},
@@ -325,6 +346,19 @@ FSX_CHANGES: dict[str, Any] = {
 
 def fsx_config_data() -> dict[str, Any]:
     return mutate(FSX_CHANGES)
+
+
+# Both add-ons of the addons section on (the training operator with its cert-manager, the S3 CSI driver on two
+# buckets).
+ADDONS_CHANGES: dict[str, Any] = {"addons": {
+    "training_operator": {"enabled": True},
+    "s3_csi": {"enabled": True, "bucket_arns": ["arn:aws:s3:::example-datasets", "arn:aws:s3:::example-models"]},
+}}
+
+
+@pytest.fixture(scope="session")
+def addons_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    return synthesize_variant(tmp_path_factory, "addons", mutate(ADDONS_CHANGES))
 
 
 @pytest.fixture(scope="session")

@@ -3,20 +3,43 @@
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from hpctl import cluster as api
 from hpctl.commands.options import add_command, add_polling, add_yes, bounded, interval, positive
 from hpctl.commands.selection import add_selection, check_groups
 from hpctl.commands.terminal import confirm, err
-from hpctl.errors import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT
+from hpctl.errors import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, UsageError
 from hpctl.output import print_json
 from hpctl.target import Target, parse_duration
 from hpctl.wait import software_updated, wait_for_cluster
 
 # Without a rolling-update policy every node of the groups is patched at once: "all cluster nodes experience
 # downtime" (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-cli-command-update-cluster-software.html).
-ALL_AT_ONCE = "No --batch-size/--batch-percent: every node of {scope} is patched at once, all of them down meanwhile."
+ALL_AT_ONCE = ("No batch size (--batch-size/--batch-percent, or rolling_update in the config): every node of {scope} "
+               "is patched at once, all of them down meanwhile.")
+
+
+def config_rollout(cfg: Any, cluster: str, groups: Sequence[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """The DeploymentConfig (from ``rolling_update``) and ImageId the config gives ``groups`` of ``cluster``.
+
+    One request carries one of each for all its groups, so the groups must agree; a group with a custom image
+    must be sent its image (AWS: "if an instance group uses a custom AMI, you must provide an ImageId",
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateClusterSoftware.html).
+    Nothing comes from a config of another cluster.
+    """
+    if cfg is None or cfg.hyperpod.cluster_name != cluster:
+        return None, None
+    chosen = [g for g in cfg.hyperpod.instance_groups if g.name in groups]
+    deployments = {g.name: g.rolling_update.deployment_config() if g.rolling_update else None for g in chosen}
+    images = {g.name: g.image_id for g in chosen}
+    for what, values in (("rolling_update", deployments), ("image_id", images)):
+        if len({json.dumps(v, sort_keys=True) for v in values.values()}) > 1:
+            raise UsageError(f"the groups {', '.join(values)} have different {what} settings in the config and one "
+                             "update takes one: update them one at a time with --group")
+    return (next(iter(deployments.values()), None), next(iter(images.values()), None))
 
 
 def cmd_update_software(args: argparse.Namespace, t: Target, clients: Any) -> int:
@@ -24,21 +47,23 @@ def cmd_update_software(args: argparse.Namespace, t: Target, clients: Any) -> in
     # update running that the command then reports as a usage error.
     timeout, pause = (parse_duration(args.timeout), interval(args.interval)) if args.wait else (0.0, 0.0)
     groups = list(dict.fromkeys(args.group))
+    sm = clients("sagemaker")
+    desc = api.describe_cluster(sm, t.cluster)
+    known = check_groups(desc, groups)
+    deployment, image_id = config_rollout(t.cfg, t.cluster, groups or known)
     request = api.software_update_request(
         t.cluster,
         groups,
+        deployment=deployment,
         batch_size=args.batch_size,
         batch_percent=args.batch_percent,
         rollback_batch_size=args.rollback_batch_size,
         wait_interval=args.wait_interval,
         alarms=args.alarm,
-        image_id=args.image_id,
+        image_id=args.image_id or image_id,
     )
-    sm = clients("sagemaker")
-    desc = api.describe_cluster(sm, t.cluster)
-    known = check_groups(desc, groups)
     scope = ", ".join(groups) if groups else f"all groups ({', '.join(known)})"
-    rolling = args.batch_size is not None or args.batch_percent is not None
+    rolling = "RollingUpdatePolicy" in request.get("DeploymentConfig", {})
     how = "Nodes are patched in rolling batches." if rolling else ALL_AT_ONCE.format(scope=scope)
     if args.dry_run:
         if args.json:
@@ -81,7 +106,8 @@ def register(sub: Any) -> None:
         sub,
         "update-software",
         cmd_update_software,
-        "patch the node software (UpdateClusterSoftware) in rolling batches",
+        "patch the node software (UpdateClusterSoftware) in rolling batches: those of the groups' rolling_update "
+        "in the config, unless these options say otherwise",
         "hpctl update-software --group gpu-workers --batch-percent 25 --wait-interval 300",
     )
     add_selection(p, group="only this instance group (repeatable; default all)")
@@ -102,7 +128,8 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--alarm", action="append", default=[], help="CloudWatch alarm that triggers a rollback (repeatable)"
     )
-    p.add_argument("--image-id", help="a specific AMI (default: the latest HyperPod release)")
+    p.add_argument("--image-id", help="a specific AMI (default: the groups' image_id in the config, else the latest "
+                                      "HyperPod release)")
     add_yes(p)
     p.add_argument(
         "--dry-run", action="store_true", help="check the groups, print what would happen and the request"

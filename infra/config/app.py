@@ -93,6 +93,18 @@ class AppConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _one_cert_manager(self) -> AppConfig:
+        # The training operator add-on comes with cert-manager as an EKS add-on; the dependencies chart can
+        # install it too (its cert-manager subchart, off by default in its values.yaml at the pinned commit:
+        # aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea:helm_chart/HyperPodHelmChart).
+        # Two installs would fight over the same CRDs and webhook.
+        chart_values = self.hyperpod.dependencies_chart.values.get("cert-manager")
+        if self.addons.training_operator.enabled and isinstance(chart_values, dict) and chart_values.get("enabled"):
+            raise refusal("hyperpod.dependencies_chart.values.cert-manager.enabled", True,
+                          "addons.training_operator installs cert-manager as an EKS add-on; leave it off in the chart")
+        return self
+
+    @model_validator(mode="after")
     def _cross_checks(self) -> AppConfig:
         prefix = az_id_prefix(self.region)
         network, groups = self.network, self.hyperpod.instance_groups

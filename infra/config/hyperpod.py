@@ -44,7 +44,85 @@ class Taint(StrictModel):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
-class InstanceGroupConfig(StrictModel):
+# --- Rolling software updates, images and automatic patching of an instance group ------------------------------
+# Shapes and bounds from the AWS::SageMaker::Cluster schema bundled with cfn-lint 1.58.0 (ScheduledUpdateConfig,
+# DeploymentConfig, CapacitySizeConfig, AlarmDetails, AutoRollbackConfiguration, ImageId, AutoPatchConfig) and
+# botocore 1.44.8's sagemaker model (ScheduledUpdateConfig, DeploymentConfiguration, AlarmName, ImageId); where the
+# two differ the narrower bound is kept.
+
+# ScheduleExpression: the schema's pattern (six fields: minutes hours day-of-month month day-of-week year), matched
+# whole here; length 1-256 in both sources.
+SCHEDULE_PATTERN = (r"cron\((?:[0-5][0-9]|[0-9]|) (?:[01][0-9]|2[0-3]|[0-9]) (?:[1-9]|0[1-9]|[12][0-9]|3[01]|\?) "
+                    r"(?:[1-9]|0[1-9]|1[0-2]|\*|\*/(?:[1-9]|1[0-2])|) "
+                    r"(?:MON|TUE|WED|THU|FRI|SAT|SUN|[1-7]|\?|L|(?:[1-7]#[1-5])|(?:[1-7]L)) (?:20[2-9][0-9]|\*|)\)")
+# AlarmName: 1-255 characters on one line, not only blanks (botocore: pattern (?!\s*$).+; the CloudFormation schema
+# allows 256). Strings are stripped, so a blank name is empty here.
+AlarmName = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^.+$")]
+BATCH_TYPES = {"percent": "CAPACITY_PERCENTAGE", "count": "INSTANCE_COUNT"}  # NodeUnavailabilityType
+
+
+class UpdateBatch(StrictModel):
+    """RollingUpdatePolicy.MaximumBatchSize: how many nodes of the group are updated at once."""
+
+    type: Literal["percent", "count"] = "percent"
+    value: StrictInt = Field(default=10, ge=1)  # NodeUnavailabilityValue: minimum 1, no maximum in either source
+
+    @model_validator(mode="after")
+    def _percent(self) -> UpdateBatch:
+        # The API states no maximum; a share of the group above 100 percent means nothing (hpctl's
+        # --batch-percent takes 1-100 too).
+        if self.type == "percent" and self.value > 100:
+            raise refusal("value", self.value, "a percentage of the group is at most 100")
+        return self
+
+
+class RollingUpdate(StrictModel):
+    """The group's rolling software update: ScheduledUpdateConfig when ``schedule`` is set, and the batches
+    ``hpctl update-software`` uses for the group either way."""
+
+    schedule: str | None = Field(default=None, max_length=256)
+    batch: UpdateBatch = UpdateBatch()
+    wait_seconds: StrictInt = Field(default=300, ge=0, le=3600)  # WaitIntervalInSeconds: 0-3600
+    rollback_alarms: list[AlarmName] = Field(default=[], max_length=10)  # AutoRollbackConfiguration: 1-10 alarms
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(SCHEDULE_PATTERN, value):
+            raise refusal("", value, "not a schedule AWS accepts: cron(minutes hours day-of-month month day-of-week "
+                                     "year), one value per field, e.g. cron(0 3 ? * SUN *)")
+        return value
+
+    def deployment_config(self) -> dict[str, Any]:
+        """DeploymentConfig as the API and the template spell it."""
+        config: dict[str, Any] = {
+            "RollingUpdatePolicy": {"MaximumBatchSize": {"Type": BATCH_TYPES[self.batch.type],
+                                                         "Value": self.batch.value}},
+            "WaitIntervalInSeconds": self.wait_seconds,
+        }
+        if self.rollback_alarms:
+            config["AutoRollbackConfiguration"] = [{"AlarmName": a} for a in self.rollback_alarms]
+        return config
+
+    def scheduled_update_config(self) -> dict[str, Any] | None:
+        """ScheduledUpdateConfig, or None without a schedule (ScheduleExpression is required there)."""
+        if self.schedule is None:
+            return None
+        return {"ScheduleExpression": self.schedule, "DeploymentConfig": self.deployment_config()}
+
+
+class GroupSoftware(StrictModel):
+    """Mixed into InstanceGroupConfig: the image, rolling updates and automatic patching of a group."""
+
+    # ImageId: a custom AMI (ami- and 8-17 hex digits) or "default" (the latest HyperPod image); null = leave it out.
+    image_id: str | None = Field(default=None, min_length=7, max_length=21,
+                                 pattern=r"^(ami-[0-9a-fA-F]{8,17}|default)$")
+    rolling_update: RollingUpdate | None = None
+    # AutoPatchConfig.PatchingStrategy (the schema's enum; botocore also has DrainFirst, CloudFormation does not).
+    auto_patch: Literal["WhenIdle", "WhenAllIdle"] | None = None
+
+
+class InstanceGroupConfig(GroupSoftware):
     name: Name63
     instance_type: str
     instance_count: StrictInt = Field(ge=0, le=6758)

@@ -21,7 +21,9 @@ class HyperPodCluster(Construct):
     Every instance group becomes a ``ClusterInstanceGroup`` with its type, count, threads per
     core, one EBS volume (mounted at /opt/sagemaker), deep health checks, optional training plan,
     Kubernetes labels and taints, and Spot capacity (``CapacityRequirements``) and ``MinInstanceCount`` when
-    the group asks for them. A group whose ``volume_encryption`` is customer_managed has its root and
+    the group asks for them, as well as a custom image (``ImageId``), a scheduled rolling software update
+    (``ScheduledUpdateConfig``) and automatic patching (``AutoPatchConfig``). A group whose
+    ``volume_encryption`` is customer_managed has its root and
     /opt/sagemaker volumes encrypted with ``volume_kms_key_id`` (``HyperPodVolumeKey``); the others use AWS's
     key. ``VpcConfig`` lists the HyperPod subnets and the EFA security group; when there is more than one
     HyperPod subnet each group is pinned to its AZ's subnet with ``OverrideVpcConfig``. Node recovery
@@ -164,4 +166,32 @@ class HyperPodCluster(Construct):
                 else None
             ),
             kubernetes_config=kubernetes,
+            # Image, scheduled rolling updates, automatic patching: absent unless the group sets them.
+            image_id=group.image_id,
+            scheduled_update_config=_scheduled_update(group),
+            auto_patch_config=(sagemaker.CfnCluster.AutoPatchConfigProperty(patching_strategy=group.auto_patch)
+                               if group.auto_patch else None),
         )
+
+
+def _scheduled_update(group: InstanceGroupConfig) -> sagemaker.CfnCluster.ScheduledUpdateConfigProperty | None:
+    """The group's ScheduledUpdateConfig, from the same DeploymentConfig ``hpctl update-software`` sends."""
+    scheduled = group.rolling_update.scheduled_update_config() if group.rolling_update else None
+    if scheduled is None:
+        return None
+    deployment = scheduled["DeploymentConfig"]
+    batch = deployment["RollingUpdatePolicy"]["MaximumBatchSize"]
+    return sagemaker.CfnCluster.ScheduledUpdateConfigProperty(
+        schedule_expression=scheduled["ScheduleExpression"],
+        deployment_config=sagemaker.CfnCluster.DeploymentConfigProperty(
+            rolling_update_policy=sagemaker.CfnCluster.RollingUpdatePolicyProperty(
+                maximum_batch_size=sagemaker.CfnCluster.CapacitySizeConfigProperty(
+                    type=batch["Type"], value=batch["Value"])
+            ),
+            wait_interval_in_seconds=deployment["WaitIntervalInSeconds"],
+            auto_rollback_configuration=[
+                sagemaker.CfnCluster.AlarmDetailsProperty(alarm_name=a["AlarmName"])
+                for a in deployment.get("AutoRollbackConfiguration", [])
+            ] or None,
+        ),
+    )

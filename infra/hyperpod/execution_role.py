@@ -108,8 +108,12 @@ class HyperPodExecutionRole(Construct):
             ),
             iam.PolicyStatement(
                 # AWS's template grants it on "*": rolling software updates read the alarms named for
-                # auto-rollback. Narrowed to alarm ARNs, the only resource type the action takes (Service
-                # Authorization Reference, as bundled in parliament 1.6.4's iam_definition.json).
+                # auto-rollback, as the execution role ("To use the automatic rollback functionality, you must add
+                # the permission cloudwatch:DescribeAlarms to your IAM execution role",
+                # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-update.html; nothing else
+                # is named there). Narrowed to alarm ARNs, the only resource type the action takes (Service
+                # Authorization Reference, as bundled in parliament 1.6.4's iam_definition.json), but not to the
+                # config's rollback_alarms: `hpctl update-software --alarm` names others at update time.
                 sid="RollbackAlarms", actions=["cloudwatch:DescribeAlarms"], resources=[alarms],
             ),
             iam.PolicyStatement(

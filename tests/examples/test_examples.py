@@ -364,3 +364,52 @@ def test_render_examples_to_an_unwritable_path_is_one_line_exit_2(tmp_path, caps
                      str(blocker / "x")])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+ADDONS_ON = {"addons": {"training_operator": {"enabled": True},
+                        "s3_csi": {"enabled": True, "bucket_arns": ["arn:aws:s3:::team-data", "arn:aws:s3:::a.b"]}}}
+
+
+@pytest.fixture(scope="module")
+def addons_files() -> dict[str, str]:
+    return render({**ADDONS_ON, **MULTI_NODE})
+
+
+def test_with_the_training_operator_the_job_is_a_hyperpod_pytorch_job(addons_files, multi_node_files):
+    (job,) = [d for d in documents(addons_files) if d["kind"] == "HyperPodPyTorchJob"]
+    assert not [d for d in documents(addons_files) if d["kind"] == "PyTorchJob"]
+    assert job["apiVersion"] == "sagemaker.amazonaws.com/v1"
+    gpus, efa, _ = examples.ACCELERATORS["ml.p4d.24xlarge"]
+    spec = job["spec"]
+    assert spec["nprocPerNode"] == str(gpus)
+    assert spec["runPolicy"]["jobMaxRetryCount"] == examples.JOB_MAX_RETRY_COUNT
+    (replica,) = spec["replicaSpecs"]
+    assert replica["replicas"] == 2
+    (container,) = replica["template"]["spec"]["containers"]
+    launch = container["command"][-1]
+    assert "exec hyperpodrun --nnodes=2 --nproc-per-node=8 " in launch
+    assert f"pip install --quiet {examples.ELASTIC_AGENT} " in launch
+    assert container["ports"] == [{"containerPort": 8080}]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": gpus, "vpc.amazonaws.com/efa": efa}
+    # The same pod otherwise: placement, tolerations, volumes.
+    kubeflow = by_kind(multi_node_files, "PyTorchJob")["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert {k: v for k, v in replica["template"]["spec"].items() if k != "containers"} == \
+        {k: v for k, v in kubeflow.items() if k != "containers"}
+
+
+def test_s3_buckets_become_static_volumes_bound_to_their_claims(addons_files, default_files):
+    assert "s3-volumes.yaml" not in default_files
+    docs = list(yaml.safe_load_all(addons_files["s3-volumes.yaml"]))
+    volumes = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PersistentVolume"}
+    claims = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PersistentVolumeClaim"}
+    assert sorted(claims) == ["s3-a.b", "s3-team-data"]
+    handles = set()
+    for name, claim in claims.items():
+        volume = volumes[claim["spec"]["volumeName"]]
+        assert volume["spec"]["claimRef"] == {"namespace": "training", "name": name}
+        assert claim["metadata"]["namespace"] == "training"
+        assert volume["spec"]["storageClassName"] == claim["spec"]["storageClassName"] == ""
+        assert volume["spec"]["csi"]["driver"] == "s3.csi.aws.com"
+        assert volume["spec"]["csi"]["volumeAttributes"]["bucketName"] == name.removeprefix("s3-")
+        handles.add(volume["spec"]["csi"]["volumeHandle"])
+    assert len(handles) == 2  # the driver processes a volumeHandle once

@@ -731,3 +731,30 @@ def test_preflight_an_eks_error_on_the_schema_is_a_warning(
     assert check["verdict"] == "warn"
     assert check["reason"] == ("could not check: not found: No addon: amazon-sagemaker-hyperpod-observability found "
                                "in version (DescribeAddonConfiguration)")
+
+
+def test_addons_turned_on_must_be_offered_for_the_kubernetes_version() -> None:
+    data = config_data()
+    data["addons"] = {"training_operator": {"enabled": True},
+                      "s3_csi": {"enabled": True, "bucket_arns": ["arn:aws:s3:::data"]}}
+    cfg = parse_config(data)
+    k8s = cfg.eks.version
+    eks, stub = stubbed("eks")
+    for name, versions in (("cert-manager", ["v1.18.2-eksbuild.1"]),
+                           ("amazon-sagemaker-hyperpod-training-operator", ["v1.2.1-eksbuild.1"]),
+                           ("aws-mountpoint-s3-csi-driver", [])):
+        page = _addon_page(name, versions, k8s) if versions else {"addons": []}
+        stub.add_response("describe_addon_versions", page, {"addonName": name, "kubernetesVersion": k8s})
+    [check] = pf.check_addon_versions(cfg, Clients(REGION, preset={"eks": eks}))
+    assert check.verdict == "fail"
+    assert check.reason == f"not offered for Kubernetes {k8s}: aws-mountpoint-s3-csi-driver (any version)"
+    stub.assert_no_pending_responses()
+
+    eks, stub = stubbed("eks")
+    for name in cfg.addons.eks_addons():
+        stub.add_response("describe_addon_versions", _addon_page(name, ["v1.0.0-eksbuild.1"], k8s),
+                          {"addonName": name, "kubernetesVersion": k8s})
+    [check] = pf.check_addon_versions(cfg, Clients(REGION, preset={"eks": eks}))
+    assert check.verdict == "pass"
+    assert check.reason.endswith("cert-manager (EKS default), amazon-sagemaker-hyperpod-training-operator (EKS "
+                                 "default), aws-mountpoint-s3-csi-driver (EKS default)")

@@ -40,6 +40,8 @@ PAGES: dict[str, str] = {
     "ClusterDashboard": "observability.md",
     "SharedFileSystem": "shared-file-system.md",
     "HyperPodTaskGovernance": "task-governance.md",
+    "TrainingOperator": "cluster-addons.md",
+    "S3CsiDriver": "cluster-addons.md",
     "HyperPodChecks": "hyperpod-checks.md",
 }
 NOT_CONSTRUCTS = {"infra.config", "infra.errors"}

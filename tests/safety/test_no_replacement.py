@@ -54,6 +54,8 @@ PAIRS = [
     ("prometheus, grafana and alerts off", "default_synth", "observability_rest_off_synth"),
     ("prometheus, grafana and alerts back on", "observability_rest_off_synth", "default_synth"),
     ("admin principal added, log retention changed", "default_synth", "admin_retention_synth"),
+    ("rolling update, custom image and automatic patching on", "default_synth", "rolling_update_synth"),
+    ("rolling update, custom image and automatic patching off", "rolling_update_synth", "default_synth"),
 ]
 
 

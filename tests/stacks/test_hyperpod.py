@@ -78,14 +78,16 @@ def test_cluster_waits_for_the_chart_and_the_scripts(default_synth):
 
 
 def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, variant_synth, group_features_synth,
-                                                           governance_synth, autoscaling_synth):
+                                                           governance_synth, rolling_update_synth, addons_synth,
+                                                           autoscaling_synth):
     """Validate against botocore's CreateCluster model: patterns, ranges and enums of every field we set."""
     import botocore.session
 
     model = botocore.session.get_session().get_service_model("sagemaker")
     request = model.operation_model("CreateCluster").input_shape
     group_shape = request.members["InstanceGroups"].member
-    for synth in (default_synth, variant_synth, group_features_synth, governance_synth, autoscaling_synth):
+    for synth in (default_synth, variant_synth, group_features_synth, governance_synth, rolling_update_synth,
+                  addons_synth, autoscaling_synth):
         props = _cluster(synth)[1]["Properties"]
         name_shape = request.members["ClusterName"]
         assert re.fullmatch(name_shape.metadata["pattern"], props["ClusterName"])
@@ -131,6 +133,40 @@ def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, varian
                 assert least <= group["MinInstanceCount"] <= group["InstanceCount"]
             on_create = members["LifeCycleConfig"].members["OnCreate"].metadata
             assert re.fullmatch(on_create["pattern"], group["LifeCycleConfig"]["OnCreate"])
+            _check_software_fields(members, group)
+
+
+def _check_software_fields(members, group) -> None:
+    """ImageId, ScheduledUpdateConfig and AutoPatchConfig of a synthesized group against the CreateCluster model."""
+    if "ImageId" in group:
+        image = members["ImageId"].metadata
+        assert image["min"] <= len(group["ImageId"]) <= image["max"]
+        assert re.fullmatch(image["pattern"], group["ImageId"])
+    if "AutoPatchConfig" in group:
+        strategy = members["AutoPatchConfig"].members["PatchingStrategy"]
+        assert set(group["AutoPatchConfig"]) == {"PatchingStrategy"}
+        assert group["AutoPatchConfig"]["PatchingStrategy"] in strategy.enum
+    if "ScheduledUpdateConfig" in group:
+        scheduled_shape = members["ScheduledUpdateConfig"]
+        scheduled = group["ScheduledUpdateConfig"]
+        assert set(scheduled_shape.required_members) <= set(scheduled) <= set(scheduled_shape.members)
+        expression = scheduled_shape.members["ScheduleExpression"].metadata
+        assert expression["min"] <= len(scheduled["ScheduleExpression"]) <= expression["max"]
+        deployment_shape = scheduled_shape.members["DeploymentConfig"]
+        deployment = scheduled["DeploymentConfig"]
+        assert set(deployment) <= set(deployment_shape.members)
+        batch_shape = deployment_shape.members["RollingUpdatePolicy"].members["MaximumBatchSize"]
+        batch = deployment["RollingUpdatePolicy"]["MaximumBatchSize"]
+        assert batch["Type"] in batch_shape.members["Type"].enum
+        assert batch["Value"] >= batch_shape.members["Value"].metadata["min"]
+        wait = deployment_shape.members["WaitIntervalInSeconds"].metadata
+        assert wait["min"] <= deployment["WaitIntervalInSeconds"] <= wait["max"]
+        alarms_shape = deployment_shape.members["AutoRollbackConfiguration"]
+        alarms = deployment.get("AutoRollbackConfiguration")
+        if alarms is not None:
+            assert alarms_shape.metadata["min"] <= len(alarms) <= alarms_shape.metadata["max"]
+            name = alarms_shape.member.members["AlarmName"].metadata
+            assert all(name["min"] <= len(a["AlarmName"]) <= name["max"] for a in alarms)
 
 
 def test_lifecycle_bucket_is_named_for_the_managed_policy_and_locked_down(default_synth):

@@ -15,7 +15,8 @@ CFN_LINT_IGNORED: dict[str, str] = {
     "on the role's default policy next to a GetAtt of the role; the duplicate edge is harmless.",
 }
 
-VARIANTS = ["default_synth", "variant_synth", "byo_synth", "group_features_synth", "governance_synth"]
+VARIANTS = ["default_synth", "variant_synth", "byo_synth", "group_features_synth", "governance_synth",
+            "rolling_update_synth", "addons_synth"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

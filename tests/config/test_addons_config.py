@@ -1,0 +1,58 @@
+"""The addons section: off by default, and each mistake refused naming its key."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.config import parse_config
+from infra.errors import ConfigError
+from tests.conftest import default_config_data, mutate
+
+
+def test_default_config_has_every_addon_off():
+    addons = parse_config(default_config_data()).addons
+    assert addons.training_operator.enabled is False
+    assert addons.s3_csi.enabled is False
+    assert addons.s3_csi.bucket_arns == []
+
+
+def test_a_config_without_the_section_still_parses():
+    data = default_config_data()
+    data.pop("addons", None)
+    assert parse_config(data).addons.s3_csi.enabled is False
+
+
+@pytest.mark.parametrize(("changes", "key", "words"), [
+    ({"addons": {"s3_csi": {"enabled": True}}}, "addons.s3_csi.bucket_arns", "list the buckets"),
+    ({"addons": {"s3_csi": {"enabled": True, "bucket_arns": ["arn:aws:s3:::data/prefix"]}}},
+     "addons.s3_csi.bucket_arns.0", "general purpose S3 bucket"),
+    ({"addons": {"s3_csi": {"bucket_arns": ["arn:aws:s3:::ok-bucket", "s3://ok-bucket"]}}},
+     "addons.s3_csi.bucket_arns.1", "general purpose S3 bucket"),
+    ({"addons": {"s3_csi": {"bucket_arns": ["arn:aws:s3express:us-west-2:123456789012:bucket/b--usw2-az1--x-s3"]}}},
+     "addons.s3_csi.bucket_arns.0", "general purpose S3 bucket"),
+    ({"addons": {"s3_csi": {"bucket_arns": ["arn:aws:s3:::same", "arn:aws:s3:::same"]}}},
+     "addons.s3_csi.bucket_arns.1", "listed twice"),
+    ({"addons": {"training_operator": {"enabled": True}},
+      "hyperpod": {"dependencies_chart": {"values": {"cert-manager": {"enabled": True}}}}},
+     "hyperpod.dependencies_chart.values.cert-manager.enabled", "installs cert-manager as an EKS add-on"),
+    ({"addons": {"training_operator": {"enabled": "yes please"}}}, "addons.training_operator.enabled", ""),
+    ({"addons": {"s3_csi": {"buckets": []}}}, "addons.s3_csi.buckets", "unknown key"),
+])
+def test_addon_mistakes_are_refused_naming_the_key(changes, key, words):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(mutate(changes))
+    message = str(caught.value)
+    assert f"{key}:" in message
+    assert words in message
+    assert "\n" not in message
+
+
+def test_chart_cert_manager_is_fine_without_the_training_operator():
+    data = mutate({"hyperpod": {"dependencies_chart": {"values": {"cert-manager": {"enabled": True}}}}})
+    assert parse_config(data).hyperpod.dependencies_chart.values["cert-manager"]["enabled"] is True
+
+
+def test_buckets_of_every_partition_are_accepted():
+    arns = ["arn:aws:s3:::a.b-c", "arn:aws-cn:s3:::cn-bucket", "arn:aws-us-gov:s3:::gov-bucket"]
+    config = parse_config(mutate({"addons": {"s3_csi": {"enabled": True, "bucket_arns": arns}}}))
+    assert config.addons.s3_csi.bucket_arns == arns

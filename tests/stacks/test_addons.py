@@ -1,0 +1,101 @@
+"""The addons section on: the training operator with cert-manager and the S3 CSI driver, in the HyperPod stack."""
+
+from __future__ import annotations
+
+import json
+
+from infra.addons import (
+    S3_CSI_NAMESPACE,
+    S3_CSI_SERVICE_ACCOUNT,
+    TRAINING_OPERATOR_NAMESPACE,
+    TRAINING_OPERATOR_SERVICE_ACCOUNT,
+)
+from infra.config.addons import CERT_MANAGER_ADDON, S3_CSI_ADDON, TRAINING_OPERATOR_ADDON
+
+BUCKETS = ["arn:aws:s3:::example-datasets", "arn:aws:s3:::example-models"]
+
+
+def _addons(synth):
+    return {r["Properties"]["AddonName"]: (k, r) for k, r in synth.resources("hyperpod", "AWS::EKS::Addon").items()}
+
+
+def _associations(synth):
+    return {(r["Properties"]["Namespace"], r["Properties"]["ServiceAccount"]): r
+            for r in synth.resources("hyperpod", "AWS::EKS::PodIdentityAssociation").values()}
+
+
+def _role_of(synth, association):
+    return synth.template("hyperpod")["Resources"][association["Properties"]["RoleArn"]["Fn::GetAtt"][0]]
+
+
+def test_off_by_default(default_synth):
+    assert _addons(default_synth) == {}
+    assert _associations(default_synth) == {}
+    assert default_synth.config.addons.training_operator.enabled is False
+    assert default_synth.config.addons.s3_csi.enabled is False
+
+
+def test_addons_wait_for_the_hyperpod_cluster_and_their_association(addons_synth):
+    resources = addons_synth.template("hyperpod")["Resources"]
+    (cluster_id,) = addons_synth.resources("hyperpod", "AWS::SageMaker::Cluster")
+    addons = _addons(addons_synth)
+    assert set(addons) == {TRAINING_OPERATOR_ADDON, CERT_MANAGER_ADDON, S3_CSI_ADDON}
+    # The names AWS's Terraform modules and the EKS user guide give.
+    assert set(addons) == {"amazon-sagemaker-hyperpod-training-operator", "cert-manager",
+                           "aws-mountpoint-s3-csi-driver"}
+    assert set(addons) == set(addons_synth.config.addons.eks_addons())
+    for _, addon in addons.values():
+        assert cluster_id in addon["DependsOn"]
+        # The EKS cluster's name, as the rest of the stack reads it.
+        assert "Fn::ImportValue" in addon["Properties"]["ClusterName"]
+        assert "PodIdentityAssociations" not in addon["Properties"]
+    operator_depends = addons[TRAINING_OPERATOR_ADDON][1]["DependsOn"]
+    assert addons[CERT_MANAGER_ADDON][0] in operator_depends
+    for name in (TRAINING_OPERATOR_ADDON, S3_CSI_ADDON):
+        assert any(resources[d]["Type"] == "AWS::EKS::PodIdentityAssociation" for d in addons[name][1]["DependsOn"])
+
+
+def test_training_operator_role_is_for_its_controller_only(addons_synth):
+    association = _associations(addons_synth)[(TRAINING_OPERATOR_NAMESPACE, TRAINING_OPERATOR_SERVICE_ACCOUNT)]
+    role = _role_of(addons_synth, association)["Properties"]
+    (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    equals = statement["Condition"]["StringEquals"]
+    assert equals["aws:RequestTag/kubernetes-namespace"] == "aws-hyperpod"
+    assert equals["aws:RequestTag/kubernetes-service-account"] == "hp-training-operator-controller-manager"
+    (managed,) = role["ManagedPolicyArns"]
+    assert json.dumps(managed).endswith(':iam::aws:policy/AmazonSageMakerHyperPodTrainingOperatorAccess"]]}')
+
+
+def test_s3_csi_driver_reaches_only_the_listed_buckets(addons_synth):
+    association = _associations(addons_synth)[(S3_CSI_NAMESPACE, S3_CSI_SERVICE_ACCOUNT)]
+    assert (S3_CSI_NAMESPACE, S3_CSI_SERVICE_ACCOUNT) == ("kube-system", "s3-csi-driver-sa")
+    role_id = association["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    role = _role_of(addons_synth, association)["Properties"]
+    equals = role["AssumeRolePolicyDocument"]["Statement"][0]["Condition"]["StringEquals"]
+    assert equals["aws:RequestTag/kubernetes-service-account"] == "s3-csi-driver-sa"
+    assert "ManagedPolicyArns" not in role
+    policies = [p["Properties"] for p in addons_synth.resources("hyperpod", "AWS::IAM::Policy").values()
+                if {"Ref": role_id} in p["Properties"]["Roles"]]
+    (policy,) = policies
+    statements = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
+    assert set(statements) == {"MountpointBuckets", "MountpointObjects"}
+    # Mountpoint's documented least-privilege actions (awslabs/mountpoint-s3 doc/CONFIGURATION.md).
+    assert statements["MountpointBuckets"]["Action"] == "s3:ListBucket"
+    assert statements["MountpointBuckets"]["Resource"] == BUCKETS
+    assert sorted(statements["MountpointObjects"]["Action"]) == sorted(
+        ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"])
+    assert statements["MountpointObjects"]["Resource"] == [f"{b}/*" for b in BUCKETS]
+
+
+def test_addons_variant_passes_both_nag_packs(addons_synth):
+    report = json.loads((addons_synth.outdir / "validation-report.json").read_text())
+    assert {p["pluginName"] for p in report["pluginReports"]} >= {"AwsSolutions", "HyperPod"}
+    assert all(p["conclusion"] == "success" for p in report["pluginReports"]), \
+        json.dumps([p["violations"] for p in report["pluginReports"]], indent=1)[:3000]
+
+
+def test_other_stacks_do_not_change(default_synth, addons_synth):
+    for part in ("network", "eks"):
+        assert addons_synth.template(part) == default_synth.template(part)
