@@ -182,7 +182,7 @@ def mutate(changes: dict[str, Any], base: dict[str, Any] | None = None) -> dict[
             elif isinstance(value, dict) and isinstance(target.get(key), dict):
                 merge(target[key], value)
             else:
-                target[key] = value
+                target[key] = copy.deepcopy(value)  # a test may edit its data; the module's changes stay intact
 
     merge(data, changes)
     return data
