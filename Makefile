@@ -60,18 +60,23 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
 # cfn-lint findings accepted on purpose; the reason for each is in tests/stacks/test_nag_and_lint.py.
 CFN_LINT_IGNORED := W3005
 SHELL_SCRIPTS = $(wildcard lifecycle_scripts/*.sh)
+# Every feature on at once (config/all-features.yaml): linted beside $(CONFIG), into its own output directory.
+ALL_FEATURES_CONFIG := config/all-features.yaml
+ALL_FEATURES_OUT := cdk.out.all-features
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy infra
 	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 	$(MAKE) --no-print-directory synth
-	$(VENV)/bin/cfn-lint $(addprefix --ignore-checks ,$(CFN_LINT_IGNORED)) -- cdk.out/*.template.json
+	$(CDK) synth --quiet -c config=$(ALL_FEATURES_CONFIG) -o $(ALL_FEATURES_OUT)
+	$(VENV)/bin/cfn-lint $(addprefix --ignore-checks ,$(CFN_LINT_IGNORED)) -- cdk.out/*.template.json \
+		$(ALL_FEATURES_OUT)/*.template.json
 	test -f $(CHECKOV_STAMP) || { $(PYTHON) -m venv $(CHECKOV_VENV) && echo '*' > $(CHECKOV_VENV)/.gitignore \
 		&& $(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check checkov==$(CHECKOV_VERSION) \
 		&& touch $(CHECKOV_STAMP); }
-	$(CHECKOV_VENV)/bin/checkov -d cdk.out --framework cloudformation --skip-download --quiet --compact \
-		--config-file .checkov.yaml
+	$(CHECKOV_VENV)/bin/checkov -d cdk.out -d $(ALL_FEATURES_OUT) --framework cloudformation --skip-download \
+		--quiet --compact --config-file .checkov.yaml
 
 # The default config's synth against shared/bench/baseline_app (alternated runs, ratio of medians; target 1.5)
 # and the wall time of the tests (target 30 s).
@@ -88,4 +93,4 @@ vendor-chart: $(STAMP)
 	$(PY) scripts/vendor_chart.py --config $(CONFIG)
 
 clean:
-	rm -rf cdk.out .pytest_cache
+	rm -rf cdk.out $(ALL_FEATURES_OUT) .pytest_cache

@@ -184,6 +184,10 @@ class FsxCsiDriver(Construct):
         )
         # Read only: the volume is statically provisioned and never expanded through Kubernetes (the claim has
         # no StorageClass), so the controller has no use for fsx:UpdateFileSystem; capacity grows in the stack.
+        # Unverified: whether fsx:DescribeFileSystems takes a file-system resource. parliament's bundled copy of
+        # the Service Authorization Reference lists none for it (then only Resource "*" would match); the current
+        # reference could not be read here. A static volume mounts by DNS and mount name without the controller
+        # describing the file system, so the narrow statement is kept.
         self.role.add_to_policy(iam.PolicyStatement(
             sid="ThisFileSystem",
             actions=["fsx:DescribeFileSystems"],

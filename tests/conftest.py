@@ -51,6 +51,7 @@ XDIST_GROUPS: dict[str, str] = {
     "governance_synth": "variant",
     "rolling_update_synth": "variant",
     "addons_synth": "variant",
+    "all_features_synth": "variant",
     "cfn_lint_findings": "variant",  # lints the templates of every variant in tests/stacks/test_nag_and_lint.py
     "routine_synth": "routine",
     "observability_minimal_synth": "observability-minimal",
@@ -456,3 +457,12 @@ def autoscaling_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
         {"name": "gpu-burst", "instance_type": "ml.g5.xlarge", "instance_count": 0, "az_id": "usw2-az2"},
     ]
     return synthesize_variant(tmp_path_factory, "autoscaling", data)
+
+
+ALL_FEATURES_CONFIG = ROOT / "config" / "all-features.yaml"
+
+
+@pytest.fixture(scope="session")
+def all_features_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """config/all-features.yaml as `make lint` synthesizes it: every optional feature on at once."""
+    return synthesize_variant(tmp_path_factory, "all-features", yaml.safe_load(ALL_FEATURES_CONFIG.read_text()))

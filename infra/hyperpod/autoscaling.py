@@ -54,16 +54,27 @@ class HyperPodAutoscalingRole(Construct):
                 resources=[clusters],
                 conditions={"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}},
             ),
-            # For the nodes' volumes when they are encrypted with a customer-managed key.
+            # For the nodes' volumes when they are encrypted with a customer-managed key. AWS's policy grants both
+            # actions in one statement with the grant conditions; kms:GrantIsForAWSResource and kms:GrantOperations
+            # exist only in CreateGrant's request context (the grant condition keys of "AWS KMS condition keys",
+            # https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html), so beside DescribeKey the
+            # Bool condition can never hold and DescribeKey would be denied. DescribeKey gets its own statement
+            # with the one condition that applies to it (kms:ViaService).
             iam.PolicyStatement(
-                sid="EncryptNodeVolumes",
-                actions=["kms:CreateGrant", "kms:DescribeKey"],
+                sid="GrantOnNodeVolumeKeys",
+                actions=["kms:CreateGrant"],
                 resources=[keys],
                 conditions={
                     "StringLike": {"kms:ViaService": "sagemaker.*.amazonaws.com"},
                     "Bool": {"kms:GrantIsForAWSResource": "true"},
                     "ForAllValues:StringEquals": {"kms:GrantOperations": KMS_GRANT_OPERATIONS},
                 },
+            ),
+            iam.PolicyStatement(
+                sid="DescribeNodeVolumeKeys",
+                actions=["kms:DescribeKey"],
+                resources=[keys],
+                conditions={"StringLike": {"kms:ViaService": "sagemaker.*.amazonaws.com"}},
             ),
         ])
         self.role = iam.Role(

@@ -15,7 +15,8 @@ from tests.conftest import ROOT
 
 DESIGN = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
 VARIANTS = ["default_synth", "variant_synth", "fsx_synth", "byo_synth", "group_features_synth",
-            "governance_synth", "addons_synth", "autoscaling_synth"]
+            "governance_synth", "addons_synth", "autoscaling_synth",
+            "all_features_synth"]
 
 
 def _table(heading_text: str) -> dict[str, set[str]]:

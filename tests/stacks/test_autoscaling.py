@@ -65,31 +65,32 @@ def test_role_carries_what_aws_documents(autoscaling_synth):
                      "Principal": {"Service": "hyperpod.sagemaker.amazonaws.com"}}
     (policy,) = props["Policies"]
     statements = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
-    nodes, kms = statements["AddAndRemoveClusterNodes"], statements["EncryptNodeVolumes"]
+    nodes, grant, describe = (statements[sid] for sid in ("AddAndRemoveClusterNodes", "GrantOnNodeVolumeKeys",
+                                                          "DescribeNodeVolumeKeys"))
     assert nodes["Action"] == ["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"]
     assert nodes["Condition"] == {"StringEquals": {"aws:ResourceAccount": "${aws:PrincipalAccount}"}}
-    assert kms["Action"] == ["kms:CreateGrant", "kms:DescribeKey"]
-    assert kms["Condition"] == {
+    assert grant["Action"] == "kms:CreateGrant"
+    assert grant["Condition"] == {
         "StringLike": {"kms:ViaService": "sagemaker.*.amazonaws.com"},
         "Bool": {"kms:GrantIsForAWSResource": "true"},
         "ForAllValues:StringEquals": {"kms:GrantOperations": KMS_GRANT_OPERATIONS},
     }
+    # The grant condition keys are not in DescribeKey's request context: only kms:ViaService limits it.
+    assert describe["Action"] == "kms:DescribeKey"
+    assert describe["Condition"] == {"StringLike": {"kms:ViaService": "sagemaker.*.amazonaws.com"}}
     # Narrower than AWS's arn:aws:sagemaker:*:*:cluster/* and arn:aws:kms:*:*:key/*: this account and region.
     region = autoscaling_synth.config.region
     for statement, arn in ((nodes, f"arn:aws:sagemaker:{region}:<account>:cluster/*"),
-                           (kms, f"arn:aws:kms:{region}:<account>:key/*")):
+                           (grant, f"arn:aws:kms:{region}:<account>:key/*"),
+                           (describe, f"arn:aws:kms:{region}:<account>:key/*")):
         parts = statement["Resource"]["Fn::Join"][1]
         assert "".join("<account>" if p == {"Ref": "AWS::AccountId"} else p for p in parts) == arn
-    assert set(statements) == {"AddAndRemoveClusterNodes", "EncryptNodeVolumes"}
+    assert set(statements) == {"AddAndRemoveClusterNodes", "GrantOnNodeVolumeKeys", "DescribeNodeVolumeKeys"}
 
 
-# parliament's copy of the Service Authorization Reference predates the action, and lists no grant condition
-# keys for kms:DescribeKey; the statement is AWS's documented one as it stands.
-PARLIAMENT_EXPECTED = {
-    "UNKNOWN_ACTION: Unknown action sagemaker:BatchAddClusterNodes",
-    "UNKNOWN_CONDITION_FOR_ACTION: Unknown condition kms:GrantIsForAWSResource for action kms:DescribeKey",
-    "UNKNOWN_CONDITION_FOR_ACTION: Unknown condition kms:GrantOperations for action kms:DescribeKey",
-}
+# parliament's copy of the Service Authorization Reference predates the action (botocore's sagemaker model has
+# the operation); every condition key is one the action's request carries.
+PARLIAMENT_EXPECTED = {"UNKNOWN_ACTION: Unknown action sagemaker:BatchAddClusterNodes"}
 
 
 def test_parliament_finds_only_the_gaps_of_its_reference_copy(autoscaling_synth):

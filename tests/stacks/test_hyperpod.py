@@ -79,7 +79,7 @@ def test_cluster_waits_for_the_chart_and_the_scripts(default_synth):
 
 def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, variant_synth, group_features_synth,
                                                            governance_synth, rolling_update_synth, addons_synth,
-                                                           autoscaling_synth):
+                                                           autoscaling_synth, all_features_synth):
     """Validate against botocore's CreateCluster model: patterns, ranges and enums of every field we set."""
     import botocore.session
 
@@ -87,7 +87,7 @@ def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, varian
     request = model.operation_model("CreateCluster").input_shape
     group_shape = request.members["InstanceGroups"].member
     for synth in (default_synth, variant_synth, group_features_synth, governance_synth, rolling_update_synth,
-                  addons_synth, autoscaling_synth):
+                  addons_synth, autoscaling_synth, all_features_synth):
         props = _cluster(synth)[1]["Properties"]
         name_shape = request.members["ClusterName"]
         assert re.fullmatch(name_shape.metadata["pattern"], props["ClusterName"])

@@ -16,7 +16,7 @@ CFN_LINT_IGNORED: dict[str, str] = {
 }
 
 VARIANTS = ["default_synth", "variant_synth", "byo_synth", "group_features_synth", "governance_synth",
-            "rolling_update_synth", "addons_synth"]
+            "rolling_update_synth", "addons_synth", "all_features_synth"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
