@@ -85,9 +85,9 @@ class TrainingOperator(Construct):
             resolve_conflicts="OVERWRITE", preserve_on_delete=False,
         )
         # The controller has credentials from its first start; its webhook certificates come from cert-manager.
-        self.addon.add_dependency(self.association)
+        self.addon.add_resource_dependency(self.association)
         if self.cert_manager is not None:
-            self.addon.add_dependency(self.cert_manager)
+            self.addon.add_resource_dependency(self.cert_manager)
 
 
 class S3CsiDriver(Construct):
@@ -126,6 +126,6 @@ class S3CsiDriver(Construct):
             self, "Addon", addon_name=S3_CSI_ADDON, cluster_name=cluster_name,
             resolve_conflicts="OVERWRITE", preserve_on_delete=False,
         )
-        self.addon.add_dependency(self.association)
+        self.addon.add_resource_dependency(self.association)
         # The association needs the policy in place before the driver first calls S3.
         self.addon.node.add_dependency(self.policy)
