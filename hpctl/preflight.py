@@ -27,7 +27,12 @@ from hpctl import cluster as api
 from hpctl import leftovers
 from hpctl.aws import loader
 from hpctl.errors import UsageError, describe_aws_error, error_code, is_not_found
-from infra.config import DEFAULT_CHART_AGENT_VERSION, DEPENDENCIES_CHART_REVISION, MIN_AUTOSCALING_AGENT_VERSION
+from infra.config import (
+    DEFAULT_CHART_AGENT_VERSION,
+    DEPENDENCIES_CHART_REVISION,
+    MIN_AUTOSCALING_AGENT_VERSION,
+    agent_image_override,
+)
 from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, dotted, group_volume_key
 from infra.hyperpod.chart_installer.handler import github_archive_url
 from infra.observability_addon import (
@@ -273,10 +278,12 @@ def check_autoscaling(cfg: Any, deployed: dict[str, Any] | None) -> list[Check]:
     if not cfg.hyperpod.autoscaling.enabled:
         return []
     chart = cfg.hyperpod.dependencies_chart
-    hma = chart.values.get("health-monitoring-agent") or {}
-    # Older tags in dependencies_chart.values are refused at synth (infra/config/hyperpod.py).
-    if hma.get("imageTag") or hma.get("hmaimage"):
-        checks = [Check("autoscaling-agent", PASS, "the agent image is pinned in dependencies_chart.values")]
+    override = agent_image_override(chart.values)
+    # Tags older than the minimum, tags that are not numbered and a disabled agent are refused when the config
+    # loads (infra/config/hyperpod.py).
+    if override is not None:
+        checks = [Check("autoscaling-agent", PASS, f"agent {override[1]} pinned in dependencies_chart.values "
+                                                   f"({override[0]})")]
     elif chart.source == "git" and chart.revision == DEPENDENCIES_CHART_REVISION:
         checks = [Check("autoscaling-agent", PASS, f"the default dependencies chart installs agent "
                                                    f"{DEFAULT_CHART_AGENT_VERSION}")]

@@ -58,6 +58,7 @@ from infra.config.hyperpod import (
     TieredCheckpointingConfig,
     UpdateBatch,
     VolumeEncryption,
+    agent_image_override,
     agent_version,
     cluster_instance_types,
 )
@@ -135,6 +136,7 @@ __all__ = [
     "TrainingOperatorConfig",
     "VolumeEncryption",
     "WholeNumber",
+    "agent_image_override",
     "agent_version",
     "az_id_prefix",
     "cluster_instance_types",

@@ -246,6 +246,22 @@ def agent_version(tag: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.split(r"[._]", tag))
 
 
+def agent_image_override(values: dict[str, Any]) -> tuple[str, str] | None:
+    """(values key, image tag) of a health monitoring agent image set in the dependencies chart's values.
+
+    The chart's template uses ``hmaimage`` whole when it is set and builds the image from ``imageTag``
+    otherwise (aws/sagemaker-hyperpod-cli@a00b22d1:helm_chart/HyperPodHelmChart/charts/health-monitoring-agent/
+    templates/_helpers.tpl), so ``hmaimage`` is read first. A digest (``@sha256:...``) has no tag: "".
+    """
+    hma = values.get("health-monitoring-agent") or {}
+    if hma.get("hmaimage"):
+        name = str(hma["hmaimage"]).rpartition("/")[2]  # a registry host may carry a :port
+        return "health-monitoring-agent.hmaimage", "" if "@" in name or ":" not in name else name.rpartition(":")[2]
+    if hma.get("imageTag"):
+        return "health-monitoring-agent.imageTag", str(hma["imageTag"])
+    return None
+
+
 class AutoscalingConfig(StrictModel):
     """Karpenter-based autoscaling managed by HyperPod: ``AutoScaling {Mode: Enable, AutoScalerType: Karpenter}``.
 
@@ -355,12 +371,22 @@ class HyperPodConfig(StrictModel):
                           "autoscaling needs Continuous node provisioning")
         if self.node_recovery != "Automatic":
             raise refusal("node_recovery", self.node_recovery, "autoscaling needs Automatic node recovery")
+        # The agent is a subchart with condition health-monitoring-agent.enabled
+        # (aws/sagemaker-hyperpod-cli@a00b22d1:helm_chart/HyperPodHelmChart/Chart.yaml).
         hma = self.dependencies_chart.values.get("health-monitoring-agent") or {}
-        override = hma.get("imageTag") or str(hma.get("hmaimage") or "").rpartition(":")[2]
-        if override and re.fullmatch(r"\d+(?:[._]\d+)*", override) and \
-                agent_version(override) < agent_version(MIN_AUTOSCALING_AGENT_VERSION):
-            raise refusal("dependencies_chart.values.health-monitoring-agent", override,
-                          f"autoscaling needs health monitoring agent {MIN_AUTOSCALING_AGENT_VERSION} or later")
+        if hma.get("enabled") is False:
+            raise refusal("dependencies_chart.values.health-monitoring-agent.enabled", False,
+                          "autoscaling needs the health monitoring agent installed")
+        override = agent_image_override(self.dependencies_chart.values)
+        if override is not None:
+            key, tag = override
+            if not re.fullmatch(r"\d+(?:[._]\d+)*", tag):
+                raise refusal(f"dependencies_chart.values.{key}", tag or "no tag",
+                              f"autoscaling needs health monitoring agent {MIN_AUTOSCALING_AGENT_VERSION} or "
+                              "later: pin a numbered tag that synth can compare")
+            if agent_version(tag) < agent_version(MIN_AUTOSCALING_AGENT_VERSION):
+                raise refusal(f"dependencies_chart.values.{key}", tag,
+                              f"autoscaling needs health monitoring agent {MIN_AUTOSCALING_AGENT_VERSION} or later")
         groups = {g.name: (i, g) for i, g in enumerate(self.instance_groups)}
         for j, name in enumerate(self.autoscaling.instance_groups):
             key = f"autoscaling.instance_groups.{j}"
@@ -382,4 +408,11 @@ class HyperPodConfig(StrictModel):
             if group.training_plan_arn:
                 raise refusal(f"instance_groups.{i}.training_plan_arn", group.training_plan_arn,
                               "Karpenter does not scale groups with a training plan")
+            # The NodePool carries no taints, so Karpenter would add nodes for pods that do not tolerate the
+            # group's taints (a NodePool's taints are what limit the pods it provisions for, per
+            # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-nodepool.html).
+            if group.taints:
+                raise refusal(f"instance_groups.{i}.taints", [t.key for t in group.taints],
+                              "the group's NodePool would not carry them, so Karpenter could add nodes that "
+                              "the pending pods cannot use; taint groups Karpenter does not scale")
         return self

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from infra.config import DEFAULT_CHART_AGENT_VERSION, MIN_AUTOSCALING_AGENT_VERSION, agent_version, parse_config
+from infra.config import (
+    DEFAULT_CHART_AGENT_VERSION,
+    MIN_AUTOSCALING_AGENT_VERSION,
+    agent_image_override,
+    agent_version,
+    parse_config,
+)
 from infra.errors import ConfigError
 from tests.conftest import default_config_data
 
@@ -55,10 +61,26 @@ def test_off_by_default_and_on_with_a_group_at_zero():
      "enabled is false"),
     (lambda d: d["hyperpod"]["dependencies_chart"].update(
         values={"health-monitoring-agent": {"imageTag": "1.0.741.0_1.0.241.0"}}),
-     "hyperpod.dependencies_chart.values.health-monitoring-agent", MIN_AUTOSCALING_AGENT_VERSION),
+     "hyperpod.dependencies_chart.values.health-monitoring-agent.imageTag", MIN_AUTOSCALING_AGENT_VERSION),
     (lambda d: d["hyperpod"]["dependencies_chart"].update(values={"health-monitoring-agent": {"hmaimage": (
         "905418368575.dkr.ecr.us-west-2.amazonaws.com/hyperpod-health-monitoring-agent:1.0.742.0_1.0.240.0")}}),
-     "hyperpod.dependencies_chart.values.health-monitoring-agent", MIN_AUTOSCALING_AGENT_VERSION),
+     "hyperpod.dependencies_chart.values.health-monitoring-agent.hmaimage", MIN_AUTOSCALING_AGENT_VERSION),
+    # The chart uses hmaimage whole when both are set: a new imageTag beside an old hmaimage is still old.
+    (lambda d: d["hyperpod"]["dependencies_chart"].update(values={"health-monitoring-agent": {
+        "imageTag": DEFAULT_CHART_AGENT_VERSION,
+        "hmaimage": "registry.example.com:5000/hyperpod-health-monitoring-agent:1.0.700.0_1.0.241.0"}}),
+     "hyperpod.dependencies_chart.values.health-monitoring-agent.hmaimage", MIN_AUTOSCALING_AGENT_VERSION),
+    (lambda d: d["hyperpod"]["dependencies_chart"].update(
+        values={"health-monitoring-agent": {"imageTag": "latest"}}),
+     "hyperpod.dependencies_chart.values.health-monitoring-agent.imageTag", "numbered tag"),
+    (lambda d: d["hyperpod"]["dependencies_chart"].update(values={"health-monitoring-agent": {
+        "hmaimage": "registry.example.com/hyperpod-health-monitoring-agent@sha256:" + "0" * 64}}),
+     "hyperpod.dependencies_chart.values.health-monitoring-agent.hmaimage", "numbered tag"),
+    (lambda d: d["hyperpod"]["dependencies_chart"].update(values={"health-monitoring-agent": {"enabled": False}}),
+     "hyperpod.dependencies_chart.values.health-monitoring-agent.enabled", "agent installed"),
+    (lambda d: d["hyperpod"]["instance_groups"][1].update(
+        taints=[{"key": "burst", "value": "true", "effect": "NoSchedule"}]),
+     "hyperpod.instance_groups.1.taints", "NodePool would not carry them"),
 ])
 def test_prerequisite_refused_naming_the_key(change, key, words):
     data = _autoscaled()
@@ -79,6 +101,20 @@ def test_an_agent_at_or_after_the_minimum_passes():
         data = _autoscaled()
         data["hyperpod"]["dependencies_chart"]["values"] = {"health-monitoring-agent": {"imageTag": tag}}
         assert parse_config(data, "test").hyperpod.autoscaling.enabled
+    data = _autoscaled()
+    data["hyperpod"]["dependencies_chart"]["values"] = {"health-monitoring-agent": {
+        "enabled": True, "hmaimage": f"registry.example.com:5000/agent:{MIN_AUTOSCALING_AGENT_VERSION}"}}
+    assert parse_config(data, "test").hyperpod.autoscaling.enabled
+
+
+def test_the_agent_image_is_read_as_the_chart_reads_it():
+    assert agent_image_override({}) is None
+    assert agent_image_override({"health-monitoring-agent": {"imageTag": "1.2"}}) == (
+        "health-monitoring-agent.imageTag", "1.2")
+    assert agent_image_override({"health-monitoring-agent": {"imageTag": "1.2", "hmaimage": "r:5000/a:3.4"}}) == (
+        "health-monitoring-agent.hmaimage", "3.4")
+    assert agent_image_override({"health-monitoring-agent": {"hmaimage": "r:5000/a"}}) == (
+        "health-monitoring-agent.hmaimage", "")
 
 
 def test_agent_versions_compare_numerically():
