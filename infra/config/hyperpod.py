@@ -271,6 +271,9 @@ class AutoscalingConfig(StrictModel):
 
     enabled: bool = False
     instance_groups: list[Name63] = []
+    # Turning autoscaling off on a deployed cluster is refused by the replacement guard until this is true:
+    # disable it on the cluster first (docs/constructs/autoscaling.md, "Turning it off").
+    acknowledge_disable: bool = False
 
     @field_validator("instance_groups")
     @classmethod
@@ -285,6 +288,8 @@ class AutoscalingConfig(StrictModel):
             raise refusal("instance_groups", None, "name at least one instance group for Karpenter to scale")
         if not self.enabled and self.instance_groups:
             raise refusal("instance_groups", self.instance_groups, "listed while autoscaling.enabled is false")
+        if self.enabled and self.acknowledge_disable:
+            raise refusal("acknowledge_disable", True, "set while autoscaling.enabled is true; remove it")
         return self
 
 

@@ -14,11 +14,11 @@ from infra.common import acknowledge, nag_name
 from infra.config import InstanceGroupConfig
 from infra.helm_release import ChartSource, HelmInstaller, HelmRelease
 from infra.hyperpod.cluster import HyperPodCluster
+from infra.hyperpod.lock import NODE_POOLS_RELEASE_NAME
 from infra.nag_pack import ACCELERATED_PREFIXES, PACK_NAME
 
 # The local chart with one HyperpodNodeClass and one NodePool per autoscaled instance group.
 NODE_POOLS_CHART_DIR = Path(__file__).parent / "autoscaling_chart"
-NODE_POOLS_RELEASE_NAME = "hyperpod-karpenter-node-pools"
 # Both kinds are cluster-scoped; the namespace only holds helm's record of the release.
 NODE_POOLS_RELEASE_NAMESPACE = "kube-system"
 # Who assumes the role: the trust policy of "Create an IAM role for HyperPod autoscaling with Karpenter"
@@ -56,10 +56,10 @@ class HyperPodAutoscalingRole(Construct):
             ),
             # For the nodes' volumes when they are encrypted with a customer-managed key. AWS's policy grants both
             # actions in one statement with the grant conditions; kms:GrantIsForAWSResource and kms:GrantOperations
-            # exist only in CreateGrant's request context (the grant condition keys of "AWS KMS condition keys",
-            # https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html), so beside DescribeKey the
-            # Bool condition can never hold and DescribeKey would be denied. DescribeKey gets its own statement
-            # with the one condition that applies to it (kms:ViaService).
+            # are in the request context of the grant operations only (CreateGrant, ListGrants, RevokeGrant: "AWS
+            # KMS condition keys", https://docs.aws.amazon.com/kms/latest/developerguide/conditions-kms.html), so
+            # beside DescribeKey the Bool condition can never hold and DescribeKey would be denied. DescribeKey
+            # gets its own statement with the one condition that applies to it (kms:ViaService).
             iam.PolicyStatement(
                 sid="GrantOnNodeVolumeKeys",
                 actions=["kms:CreateGrant"],

@@ -45,6 +45,9 @@ LOCK_DIR = Path("config") / "locks"
 CANDIDATE_NAME = "replacement-lock.json"
 # The stateful resources the guard starts from; what their create-only properties reference is guarded too.
 PROTECTED_TYPES = ("AWS::SageMaker::Cluster", "AWS::EKS::Cluster", "AWS::FSx::FileSystem")
+# The Helm release of the HyperpodNodeClass and NodePool of each autoscaled group (infra/hyperpod/autoscaling.py);
+# its values name the groups Karpenter scales, which the lock records with the cluster.
+NODE_POOLS_RELEASE_NAME = "hyperpod-karpenter-node-pools"
 _SUB_REFERENCE = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
 _SHOWN = 80  # characters of a value shown in a message
 
@@ -99,8 +102,29 @@ def _groups(resource: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def _autoscaled_groups(templates: Templates) -> list[str]:
+    """The groups the node pools release gives a NodeClass and NodePool (its ``instanceGroups`` value)."""
+    for template in templates.values():
+        for resource in (template.get("Resources") or {}).values():
+            properties = resource.get("Properties") or {}
+            if resource.get("Type") == "Custom::HyperPodHelmRelease" and \
+                    properties.get("ReleaseName") == NODE_POOLS_RELEASE_NAME:
+                values = properties.get("Values")
+                try:
+                    parsed = json.loads(values) if isinstance(values, str) else values
+                except ValueError:
+                    parsed = None
+                groups = parsed.get("instanceGroups") if isinstance(parsed, dict) else None
+                return sorted(g for g in groups or [] if isinstance(g, str))
+    return []
+
+
 def snapshot(templates: Templates, project: str) -> dict[str, Any]:
-    """The create-only state of synthesized (or deployed) templates, keyed ``<stack>/<logical ID>``."""
+    """The create-only state of synthesized (or deployed) templates, keyed ``<stack>/<logical ID>``.
+
+    The HyperPod cluster's entry also has its instance groups and, when Karpenter scales some of them, its
+    ``AutoScaling`` mode with those groups: what makes removing a group or turning autoscaling off unsafe.
+    """
     exports: dict[str, tuple[str, Any]] = {}
     for stack, template in templates.items():
         for output in (template.get("Outputs") or {}).values():
@@ -126,6 +150,9 @@ def snapshot(templates: Templates, project: str) -> dict[str, Any]:
         if resource["Type"] == "AWS::SageMaker::Cluster":
             entry["InstanceGroups"] = _groups(resource)
             followed += list(entry["InstanceGroups"].values())
+            autoscaling = (resource.get("Properties") or {}).get("AutoScaling")
+            if isinstance(autoscaling, dict):
+                entry["AutoScaling"] = {"Mode": autoscaling.get("Mode"), "Groups": _autoscaled_groups(templates)}
         recorded[key] = entry
         queue = [(stack, value) for value in followed]
         while queue:
@@ -196,6 +223,42 @@ def removed_groups(locked: dict[str, Any], current: dict[str, Any]) -> dict[str,
     return gone
 
 
+def autoscaling_refusals(
+    locked: dict[str, Any], current: dict[str, Any], acknowledged_disable: bool,
+) -> list[tuple[str, str]]:
+    """(key, reason) for what in ``current`` would take groups or the cluster away from Karpenter unsafely.
+
+    - A group Karpenter scaled is removed from the cluster in the same deploy as its NodeClass: AWS recommends
+      "removing it from your NodeClass before deleting it from your HyperPod cluster" (else the NodeClass is
+      not Ready), https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling-nodeclass.html.
+      Here the release that holds the NodeClass is updated after the cluster, so it takes two deploys.
+    - Autoscaling is turned off without ``acknowledge_disable``: one deploy would drop the cluster setting, the
+      node pools and the role Karpenter removes nodes through, in an order AWS does not document.
+    """
+    refusals = []
+    now = current.get("resources", {})
+    for key, before in locked.get("resources", {}).items():
+        scaled = before.get("AutoScaling") or {}
+        if scaled.get("Mode") != "Enable":
+            continue
+        after = now.get(key, {})
+        for name in scaled.get("Groups", []):
+            if name not in after.get("InstanceGroups", {}):
+                refusals.append((
+                    f"hyperpod.instance_groups[{name}]",
+                    "removed in the same deploy as its NodeClass and NodePool: first take it out of "
+                    "hyperpod.autoscaling.instance_groups (give it an instance_count) and deploy, then remove "
+                    "the group"))
+        if (after.get("AutoScaling") or {}).get("Mode") != "Enable" and not acknowledged_disable:
+            refusals.append((
+                "hyperpod.autoscaling.enabled",
+                "turning autoscaling off removes the cluster's AutoScaling setting, the node pools and the role "
+                "Karpenter scales down through in one deploy. Disable it on the cluster first (aws sagemaker "
+                "update-cluster --cluster-name <name> --auto-scaling Mode=Disable,AutoScalerType=Karpenter), then "
+                "set hyperpod.autoscaling.acknowledge_disable: true"))
+    return refusals
+
+
 def read_lock(path: Path) -> dict[str, Any] | None:
     """The lock at ``path``, None when there is none; a lock of another format is refused, never ignored."""
     if not path.is_file():
@@ -231,6 +294,11 @@ def guard_replacement(config: AppConfig, templates: Templates, lock_dir: Path) -
             + f". Create a new instance group instead, or set hyperpod.allow_cluster_replacement: true to accept "
             f"the replacement (compared with {path})",
         )
+    refusals = autoscaling_refusals(locked, current, config.hyperpod.autoscaling.acknowledge_disable)
+    if refusals:
+        (key, reason), *others = refusals
+        also = "".join(f"; also {other_key}: {other}" for other_key, other in others)
+        raise ConfigError(key, None, f"{reason}{also} (compared with {path})")
     acknowledged = set(config.hyperpod.acknowledge_group_removal)
     unacknowledged = {n: c for n, c in removed_groups(locked, current).items() if n not in acknowledged}
     if unacknowledged:

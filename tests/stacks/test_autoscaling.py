@@ -12,8 +12,10 @@ import pytest
 import yaml
 from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
 
+from infra.config import parse_config
+from infra.errors import ConfigError
 from infra.hyperpod.autoscaling import KMS_GRANT_OPERATIONS, NODE_POOLS_CHART_DIR
-from infra.hyperpod.lock import replacement_reasons, snapshot
+from infra.hyperpod.lock import autoscaling_refusals, guard_replacement, replacement_reasons, snapshot, write_atomically
 from tests.safety.test_iam_parliament import _findings, policy_documents
 
 
@@ -139,6 +141,65 @@ def test_missing_deep_health_checks_are_acknowledged_only_on_the_autoscaled_gpu_
 
 
 # cfn-lint: config/all-features.yaml autoscales a group too, and tests/stacks/test_nag_and_lint.py lints it.
+
+
+# --- the replacement guard: a group leaves Karpenter before it leaves the cluster; turning it off is deliberate
+
+
+def _cluster_entry(state: dict[str, Any]) -> dict[str, Any]:
+    (entry,) = [e for e in state["resources"].values() if e["Type"] == "AWS::SageMaker::Cluster"]
+    return entry
+
+
+def test_the_lock_records_the_mode_and_the_groups_karpenter_scales(default_synth, autoscaling_synth):
+    scaled = _cluster_entry(snapshot(autoscaling_synth.templates, "p"))["AutoScaling"]
+    assert scaled == {"Mode": "Enable", "Groups": ["cpu-burst", "gpu-burst"]}
+    assert "AutoScaling" not in _cluster_entry(snapshot(default_synth.templates, "p"))  # default lock unchanged
+
+
+def test_a_group_leaves_its_node_pool_before_it_leaves_the_cluster(autoscaling_synth):
+    locked = snapshot(autoscaling_synth.templates, "p")
+    current = json.loads(json.dumps(locked))
+    entry = _cluster_entry(current)
+    del entry["InstanceGroups"]["cpu-burst"]
+    entry["AutoScaling"]["Groups"] = ["gpu-burst"]
+    ((key, reason),) = autoscaling_refusals(locked, current, acknowledged_disable=False)
+    assert key == "hyperpod.instance_groups[cpu-burst]" and reason.startswith("removed in the same deploy")
+    # Step one: the group stays in the cluster and leaves autoscaling.instance_groups. Nothing to refuse.
+    entry["InstanceGroups"]["cpu-burst"] = _cluster_entry(locked)["InstanceGroups"]["cpu-burst"]
+    assert autoscaling_refusals(locked, current, acknowledged_disable=False) == []
+
+
+def test_turning_autoscaling_off_is_refused_until_acknowledged(tmp_path, autoscaling_synth):
+    locked = snapshot(autoscaling_synth.templates, "p")
+    current = json.loads(json.dumps(locked))
+    del _cluster_entry(current)["AutoScaling"]
+    ((key, reason),) = autoscaling_refusals(locked, current, acknowledged_disable=False)
+    assert key == "hyperpod.autoscaling.enabled"
+    assert "Mode=Disable" in reason and "hyperpod.autoscaling.acknowledge_disable: true" in reason
+    assert autoscaling_refusals(locked, current, acknowledged_disable=True) == []
+    # Through the app's guard, with the deployed lock of the autoscaling config and the groups kept (at 0).
+    project = autoscaling_synth.config.project
+    write_atomically(tmp_path / f"{project}.lock.json", snapshot(autoscaling_synth.templates, project))
+    data = json.loads(autoscaling_synth.config.model_dump_json(exclude_none=True))
+    data["hyperpod"]["autoscaling"] = {"enabled": False}
+    off = parse_config(data, "off.yaml")
+    templates = json.loads(json.dumps(autoscaling_synth.templates))
+    for template in templates.values():
+        for resource in template["Resources"].values():
+            if resource["Type"] == "AWS::SageMaker::Cluster":
+                resource["Properties"].pop("AutoScaling")
+    with pytest.raises(ConfigError, match=r"hyperpod\.autoscaling\.enabled: turning autoscaling off"):
+        guard_replacement(off, templates, tmp_path)
+    data["hyperpod"]["autoscaling"]["acknowledge_disable"] = True
+    guard_replacement(parse_config(data, "off.yaml"), templates, tmp_path)
+
+
+def test_the_acknowledgment_is_refused_while_autoscaling_is_on(autoscaling_synth):
+    data = json.loads(autoscaling_synth.config.model_dump_json(exclude_none=True))
+    data["hyperpod"]["autoscaling"]["acknowledge_disable"] = True
+    with pytest.raises(ConfigError, match="hyperpod.autoscaling.acknowledge_disable: "):
+        parse_config(data, "ack.yaml")
 
 
 # --- the chart, rendered in Python: its one template loops over the group names and quotes each ----------
