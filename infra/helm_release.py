@@ -16,6 +16,7 @@ Why not aws-cdk-lib's ``aws_eks_v2.HelmChart`` and its kubectl provider: docs/de
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,7 +175,10 @@ class HelmRelease(CustomResource):
     """One Helm release (``release_name`` in ``namespace``) installed by ``installer``.
 
     ``values`` may hold CloudFormation tokens (e.g. a file system ID): they are serialised to one JSON
-    string with ``Stack.to_json_string`` so numbers and booleans keep their type. A chart from an S3 asset
+    string with ``Stack.to_json_string`` so numbers and booleans keep their type. ``required_kinds``
+    ("group/version/Kind") are kinds another party's CRDs define: the installer waits, up to 8 minutes, until
+    the API server serves them before it installs (and fails the release, installing nothing, if they do not
+    appear). A chart from an S3 asset
     is readable by the installer's role (that one object only). Make whatever needs the release depend on
     this resource.
     """
@@ -191,6 +195,7 @@ class HelmRelease(CustomResource):
         values: Mapping[str, Any] | None = None,
         timeout_minutes: int = HELM_TIMEOUT_MINUTES,
         wait: bool = True,
+        required_kinds: Sequence[str] = (),
     ) -> None:
         stack = Stack.of(scope)
         properties: dict[str, Any] = {
@@ -202,6 +207,8 @@ class HelmRelease(CustomResource):
             "Wait": "true" if wait else "false",
             "Values": stack.to_json_string(dict(values or {})),
             **chart.properties,
+            # Only when given, so releases without it keep their templates.
+            **({"RequiredKinds": json.dumps(list(required_kinds))} if required_kinds else {}),
         }
         super().__init__(
             scope, construct_id,

@@ -19,6 +19,9 @@ from infra.nag_pack import ACCELERATED_PREFIXES, PACK_NAME
 
 # The local chart with one HyperpodNodeClass and one NodePool per autoscaled instance group.
 NODE_POOLS_CHART_DIR = Path(__file__).parent / "autoscaling_chart"
+# HyperPod installs the CRDs of both kinds when the cluster's autoscaling is on; the release waits until the API
+# server serves them. Group, version and kind as in AWS's NodeClass and NodePool samples (see the chart's template).
+NODE_POOL_KINDS = ("karpenter.sagemaker.amazonaws.com/v1/HyperpodNodeClass", "karpenter.sh/v1/NodePool")
 # Both kinds are cluster-scoped; the namespace only holds helm's record of the release.
 NODE_POOLS_RELEASE_NAMESPACE = "kube-system"
 # Who assumes the role: the trust policy of "Create an IAM role for HyperPod autoscaling with Karpenter"
@@ -121,6 +124,7 @@ class KarpenterNodePools(Construct):
             namespace=NODE_POOLS_RELEASE_NAMESPACE,
             chart=ChartSource.local(self, "Chart", NODE_POOLS_CHART_DIR),
             values={"instanceGroups": [group.name for group in instance_groups]},
+            required_kinds=NODE_POOL_KINDS,
         )
         self.release.node.add_dependency(hyperpod_cluster.cfn_cluster)
         for group in instance_groups:

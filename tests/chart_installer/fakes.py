@@ -157,7 +157,7 @@ class FakeHelm:
             call.values = json.loads(Path(call.option("--values")).read_text())
         if call.command == "upgrade":
             call.chart_yaml_present = (Path(args[4]) / "Chart.yaml").is_file()
-        if call.command == "kubectl":
+        if call.command == "kubectl" and "--filename" in args:
             call.applied = Path(call.option("--filename")).read_text()
         if call.command == "pull":
             chart = Path(call.option("--untardir")) / "pulled-chart"

@@ -105,6 +105,9 @@ def test_node_pools_are_installed_after_the_cluster_by_the_chart_installer(autos
     assert cluster_id in release["DependsOn"]
     assert json.loads(release["Properties"]["Values"]) == {"instanceGroups": ["cpu-burst", "gpu-burst"]}
     assert release["Properties"]["ServiceTimeout"] == "1200"  # CloudFormation gives up after 20 minutes
+    # The installer waits (within limits) until HyperPod's Karpenter CRDs serve both kinds of the chart.
+    assert json.loads(release["Properties"]["RequiredKinds"]) == [
+        "karpenter.sagemaker.amazonaws.com/v1/HyperpodNodeClass", "karpenter.sh/v1/NodePool"]
 
 
 def test_default_templates_carry_no_autoscaling(default_synth):

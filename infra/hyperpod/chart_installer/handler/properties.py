@@ -32,6 +32,8 @@ class Release:
     # helm --wait: wait for the release's workloads to be ready. The HyperPod dependencies chart is installed
     # before any node exists, so its Deployments cannot become ready then: it is installed with Wait "false".
     wait: bool = True
+    # (group/version, kind) the API server must serve before the chart is installed (RequiredKinds).
+    required_kinds: tuple[tuple[str, str], ...] = ()
 
     @property
     def physical_id(self) -> str:
@@ -88,7 +90,32 @@ def parse_release(props: Mapping[str, Any]) -> Release:
         name=name,
         timeout_minutes=parse_timeout(props.get("TimeoutMinutes")),
         wait=parse_wait(props.get("Wait", "true")),
+        required_kinds=parse_required_kinds(props.get("RequiredKinds")),
     )
+
+
+# group/version/Kind, e.g. karpenter.sh/v1/NodePool (a DNS subdomain, a version, a Kind name).
+REQUIRED_KIND = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/v[0-9]+[a-z0-9]*)/([A-Z][A-Za-z0-9]*)$")
+
+
+def parse_required_kinds(raw: Any) -> tuple[tuple[str, str], ...]:
+    """RequiredKinds: a JSON list of "group/version/Kind" strings (absent: none)."""
+    if raw is None or raw == "":
+        return ()
+    try:
+        listed = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        raise ChartInstallerError(f"property RequiredKinds={raw!r} is not a JSON list") from None
+    if not isinstance(listed, list):
+        raise ChartInstallerError(f"property RequiredKinds={raw!r} is not a JSON list")
+    kinds = []
+    for item in listed:
+        match = REQUIRED_KIND.match(item) if isinstance(item, str) else None
+        if match is None:
+            raise ChartInstallerError(f"property RequiredKinds has {item!r}: expected group/version/Kind, "
+                                      "e.g. karpenter.sh/v1/NodePool")
+        kinds.append((match.group(1), match.group(3)))
+    return tuple(kinds)
 
 
 def parse_wait(raw: Any) -> bool:

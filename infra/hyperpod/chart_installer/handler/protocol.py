@@ -23,6 +23,7 @@ from .helm import (
     release_revision,
     remove_failed_install,
 )
+from .kinds import wait_for_kinds
 from .process import check, helm_env, log, tail
 from .properties import parse_release, parse_source, parse_values, release_to_delete
 
@@ -56,6 +57,8 @@ def install(props: Mapping[str, Any], *, previous_physical_id: str | None, deadl
         values_file = workdir / "values.json"
         values_file.write_text(json.dumps(values, indent=2))
         on = OnCluster(release, cluster, workdir, env, deadline)
+        if release.required_kinds:
+            wait_for_kinds(on, release.required_kinds)
         installed = recover(on, release_history(on))
         if installed:
             apply_crds(on, chart_dir, values_file)
