@@ -3,6 +3,7 @@ Mountpoint for Amazon S3 CSI driver, each controller on its own EKS Pod Identity
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from aws_cdk import aws_eks as eks_l1
@@ -19,6 +20,15 @@ from infra.config.addons import CERT_MANAGER_ADDON, S3_CSI_ADDON, TRAINING_OPERA
 TRAINING_OPERATOR_NAMESPACE = "aws-hyperpod"
 TRAINING_OPERATOR_SERVICE_ACCOUNT = "hp-training-operator-controller-manager"
 TRAINING_OPERATOR_POLICY = "AmazonSageMakerHyperPodTrainingOperatorAccess"
+# cert-manager's pods (controller, webhook, cainjector) tolerate every taint, so they run on tainted HyperPod
+# nodes too: the configuration values of AWS's module, awslabs/awsome-distributed-training@0edaf15:
+# 1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/modules/hyperpod_cluster/cert_manager.tf.
+_TOLERATE_ALL = [{"operator": "Exists", "effect": effect} for effect in ("NoSchedule", "NoExecute", "PreferNoSchedule")]
+CERT_MANAGER_CONFIGURATION = {
+    "replicaCount": 1, "tolerations": _TOLERATE_ALL,
+    "webhook": {"replicaCount": 1, "tolerations": _TOLERATE_ALL},
+    "cainjector": {"replicaCount": 1, "tolerations": _TOLERATE_ALL},
+}
 # The service account the driver-level Pod Identity association names ("s3-csi-driver-sa"):
 # awslabs/mountpoint-s3-csi-driver@57c6bedb46e2c1281883b80dad4d5d54b438b0de:docs/CONFIGURATION.md ("Driver-Level
 # Credentials with EKS Pod Identity"); kube-system is where the add-on puts it (the eksctl command of
@@ -63,10 +73,10 @@ class TrainingOperator(Construct):
         cluster_name = eks_cluster.cluster_name
         self.cert_manager: eks_l1.CfnAddon | None = None
         if install_cert_manager:
-            # EKS's default configuration: cert-manager then schedules only on nodes without taints.
             self.cert_manager = eks_l1.CfnAddon(
                 self, "CertManager", addon_name=CERT_MANAGER_ADDON, cluster_name=cluster_name,
                 resolve_conflicts="OVERWRITE", preserve_on_delete=False,
+                configuration_values=json.dumps(CERT_MANAGER_CONFIGURATION, separators=(",", ":")),
             )
         self.role = service_account_role(
             self, "ControllerRole", cluster_name=cluster_name, namespace=TRAINING_OPERATOR_NAMESPACE,

@@ -255,6 +255,16 @@ def compose(
 
     task_governance = _add_task_governance(scope, config, cluster_name, hyperpod_cluster)
     training_operator, s3_csi_driver = _add_addons(config, scope, eks_cluster, hyperpod_cluster)
+    # AWS's module installs the training operator after task governance (awslabs/awsome-distributed-training@
+    # 0edaf15:.../hyperpod-eks-tf/main.tf, depends_on module.task_governance), and every Pod Identity add-on after
+    # the Pod Identity agent (the install page's prerequisite). Across stacks the stack order already does it.
+    if control_plane is not None:
+        pod_identity_agent = control_plane.addons["eks-pod-identity-agent"]
+        for addon in (training_operator, s3_csi_driver):
+            if addon is not None and Stack.of(addon) is Stack.of(pod_identity_agent):
+                addon.node.add_dependency(pod_identity_agent)
+    if training_operator is not None and task_governance is not None:
+        training_operator.addon.node.add_dependency(task_governance.addon)
 
     scopes = placement.scopes()
     _apply_cross_cutting(config, scopes)

@@ -30,6 +30,7 @@ from infra.config.eks import (
 )
 from infra.config.fields import (
     RETENTION_DAYS,
+    SAGEMAKER_TAG_KEY,
     AzId,
     ExactVersion,
     IamArn,
@@ -85,6 +86,7 @@ __all__ = [
     "MIN_AUTOSCALING_AGENT_VERSION",
     "MIN_PUBLIC_ACCESS_PREFIX",
     "RETENTION_DAYS",
+    "SAGEMAKER_TAG_KEY",
     "S3_BUCKET_ARN",
     "S3_PREFIX_PATTERN",
     "SUPPORTED_K8S_VERSIONS",

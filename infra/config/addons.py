@@ -126,7 +126,7 @@ class TaskGovernanceConfig(StrictModel):
 
     enabled: bool = False
     # None lets EKS pick its default build for the cluster's Kubernetes version.
-    addon_version: str | None = None
+    addon_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")] | None = None
     # SchedulerConfig.FairShare: idle compute goes to borrowing teams by their fair_share_weight (off: first come,
     # first served) (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-console-ui-governance-policies.html).
     fair_share: bool = True
@@ -184,10 +184,25 @@ class S3CsiConfig(StrictModel):
         return self
 
 
+# "The training operator works only with version v1.3.0-eksbuild.1 or higher" of task governance
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-operator-troubleshooting.html).
+MIN_GOVERNANCE_VERSION_WITH_TRAINING_OPERATOR = (1, 3, 0)
+
+
 class AddonsConfig(StrictModel):
     training_operator: TrainingOperatorConfig = TrainingOperatorConfig()
     task_governance: TaskGovernanceConfig = TaskGovernanceConfig()
     s3_csi: S3CsiConfig = S3CsiConfig()
+
+    @model_validator(mode="after")
+    def _governance_recent_enough_for_the_operator(self) -> AddonsConfig:
+        version = self.task_governance.addon_version
+        if self.training_operator.enabled and self.task_governance.enabled and version is not None:
+            release = tuple(int(n) for n in version[1:].split("-")[0].split("."))
+            if release < MIN_GOVERNANCE_VERSION_WITH_TRAINING_OPERATOR:
+                raise refusal("task_governance.addon_version", version,
+                              "the training operator works only with task governance v1.3.0-eksbuild.1 or later")
+        return self
 
     def eks_addons(self) -> list[str]:
         """The EKS add-ons this section installs, in install order."""

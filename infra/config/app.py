@@ -11,7 +11,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from infra.config.addons import MAX_ENTITY_NAME_LENGTH, AddonsConfig, compute_quota_name
 from infra.config.base import StrictModel, config_error, refusal
 from infra.config.eks import EksConfig
-from infra.config.fields import TagKey, TagValue
+from infra.config.fields import SAGEMAKER_TAG_KEY, TagKey, TagValue
 from infra.config.hyperpod import HyperPodConfig
 from infra.config.network import NetworkConfig, az_id_prefix
 from infra.config.observability import ObservabilityConfig
@@ -52,6 +52,15 @@ class AppConfig(StrictModel):
     # observability): a stack delete is refused until this is false and deployed.
     termination_protection: bool = True
     tags: dict[TagKey, TagValue] = {}
+
+    @field_validator("tags")
+    @classmethod
+    def _sagemaker_tag_is_the_apps(cls, tags: dict[str, str]) -> dict[str, str]:
+        if SAGEMAKER_TAG_KEY in tags:
+            raise refusal(SAGEMAKER_TAG_KEY, tags[SAGEMAKER_TAG_KEY],
+                          "the app tags the HyperPod cluster SageMaker=true itself (AWS managed policies such as "
+                          "the training operator's require it); remove the tag")
+        return tags
 
     @field_validator("region")
     @classmethod

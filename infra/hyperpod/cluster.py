@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from aws_cdk import CfnOutput, Fn
+from aws_cdk import CfnOutput, CfnTag, Fn
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IDependable
 
-from infra.config import InstanceGroupConfig
+from infra.config import SAGEMAKER_TAG_KEY, InstanceGroupConfig
 from infra.errors import ConfigError
 
 
@@ -72,6 +72,13 @@ class HyperPodCluster(Construct):
             self,
             "Cluster",
             cluster_name=cluster_name,
+            # AWS's setups tag every cluster SageMaker=true, and AWS managed policies condition on it: the
+            # training operator's AmazonSageMakerHyperPodTrainingOperatorAccess allows DescribeClusterNode only on
+            # clusters with aws:ResourceTag/SageMaker = true ("tag your HyperPod cluster with the key-value pair
+            # SageMaker:true. Otherwise, the installation will fail",
+            # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-operator-install.html;
+            # awslabs/awsome-distributed-training@0edaf15:.../modules/hyperpod_cluster/main.tf, tags).
+            tags=[CfnTag(key=SAGEMAKER_TAG_KEY, value="true")],
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=eks_cluster_arn)
             ),

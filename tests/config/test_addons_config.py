@@ -37,6 +37,11 @@ def test_a_config_without_the_section_still_parses():
      "hyperpod.dependencies_chart.values.cert-manager.enabled", "installs cert-manager as an EKS add-on"),
     ({"addons": {"training_operator": {"enabled": "yes please"}}}, "addons.training_operator.enabled", ""),
     ({"addons": {"s3_csi": {"buckets": []}}}, "addons.s3_csi.buckets", "unknown key"),
+    ({"addons": {"task_governance": {"addon_version": "1.6.0"}}}, "addons.task_governance.addon_version", ""),
+    ({"addons": {"training_operator": {"enabled": True},
+                 "task_governance": {"enabled": True, "addon_version": "v1.2.9-eksbuild.3"}}},
+     "addons.task_governance.addon_version", "v1.3.0-eksbuild.1 or later"),
+    ({"tags": {"SageMaker": "false"}}, "tags.SageMaker", "tags the HyperPod cluster SageMaker=true itself"),
 ])
 def test_addon_mistakes_are_refused_naming_the_key(changes, key, words):
     with pytest.raises(ConfigError) as caught:
@@ -56,3 +61,13 @@ def test_buckets_of_every_partition_are_accepted():
     arns = ["arn:aws:s3:::a.b-c", "arn:aws-cn:s3:::cn-bucket", "arn:aws-us-gov:s3:::gov-bucket"]
     config = parse_config(mutate({"addons": {"s3_csi": {"enabled": True, "bucket_arns": arns}}}))
     assert config.addons.s3_csi.bucket_arns == arns
+
+
+def test_task_governance_from_v1_3_0_goes_with_the_operator():
+    for version in ("v1.3.0-eksbuild.1", "v1.10.0-eksbuild.1"):
+        data = mutate({"addons": {"training_operator": {"enabled": True},
+                                  "task_governance": {"enabled": True, "addon_version": version}}})
+        assert parse_config(data).addons.task_governance.addon_version == version
+    # Without the operator an older version is the user's choice.
+    data = mutate({"addons": {"task_governance": {"enabled": True, "addon_version": "v1.2.0-eksbuild.1"}}})
+    assert parse_config(data).addons.task_governance.addon_version == "v1.2.0-eksbuild.1"

@@ -99,3 +99,47 @@ def test_addons_variant_passes_both_nag_packs(addons_synth):
 def test_other_stacks_do_not_change(default_synth, addons_synth):
     for part in ("network", "eks"):
         assert addons_synth.template(part) == default_synth.template(part)
+
+
+# --- what AWS's own setups do around the operator ------------------------------------------------------------
+
+
+def test_the_hyperpod_cluster_carries_the_tag_the_operators_policy_requires(default_synth, addons_synth):
+    # AmazonSageMakerHyperPodTrainingOperatorAccess allows DescribeClusterNode only with aws:ResourceTag/SageMaker
+    # = true; AWS's Terraform module tags every cluster so. Always on, so turning the operator on later is no
+    # tag change.
+    for synth in (default_synth, addons_synth):
+        ((_, cluster),) = synth.resources("hyperpod", "AWS::SageMaker::Cluster").items()
+        assert {"Key": "SageMaker", "Value": "true"} in cluster["Properties"]["Tags"]
+
+
+def test_cert_manager_tolerates_every_taint_as_in_aws_module(addons_synth):
+    (_, cert_manager) = _addons(addons_synth)[CERT_MANAGER_ADDON]
+    values = json.loads(cert_manager["Properties"]["ConfigurationValues"])
+    every = [{"operator": "Exists", "effect": e} for e in ("NoSchedule", "NoExecute", "PreferNoSchedule")]
+    # awslabs/awsome-distributed-training@0edaf15: .../modules/hyperpod_cluster/cert_manager.tf
+    assert values == {"replicaCount": 1, "tolerations": every,
+                      "webhook": {"replicaCount": 1, "tolerations": every},
+                      "cainjector": {"replicaCount": 1, "tolerations": every}}
+
+
+def test_the_operator_follows_task_governance_when_both_are_on(all_features_synth):
+    addons = _addons(all_features_synth)
+    governance_id = addons["amazon-sagemaker-hyperpod-taskgovernance"][0]
+    assert governance_id in addons[TRAINING_OPERATOR_ADDON][1]["DependsOn"]
+
+
+def test_in_one_stack_the_pod_identity_add_ons_follow_the_agent():
+    from aws_cdk import App, Stack
+
+    import infra
+    from infra.config import parse_config
+    from tests.conftest import cdk_json_context, mutate
+
+    stack = Stack(App(context=cdk_json_context()), "Together")
+    data = mutate({"addons": {"training_operator": {"enabled": True},
+                              "s3_csi": {"enabled": True, "bucket_arns": BUCKETS}}})
+    built = infra.HyperPodOnEks(stack, "HP", config=parse_config(data, "together"))
+    agent = built.eks_control_plane.addons["eks-pod-identity-agent"]
+    for addon in (built.parts.training_operator, built.parts.s3_csi_driver):
+        assert agent in addon.node.dependencies
