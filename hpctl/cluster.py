@@ -69,6 +69,14 @@ def describe_cluster(sagemaker: Any, name: str) -> dict[str, Any]:
     return response
 
 
+def deployed_instance_types(group: dict[str, Any]) -> list[str]:
+    """A described instance group's types, first choice first: its InstanceType, or for a flexible group the
+    InstanceRequirements.DesiredInstanceTypes of the last request (botocore's ClusterInstanceGroupDetails)."""
+    if group.get("InstanceType"):
+        return [group["InstanceType"]]
+    return list((group.get("InstanceRequirements") or {}).get("DesiredInstanceTypes") or [])
+
+
 def find_cluster(sagemaker: Any, name: str) -> dict[str, Any] | None:
     """DescribeCluster, or None when the cluster does not exist."""
     try:

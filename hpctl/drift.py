@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hpctl.cluster import deployed_instance_types
 from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY
 
 # Effects, from harmless to destructive.
@@ -30,6 +31,7 @@ class Change:
 def _group_config(group: Any) -> dict[str, Any]:
     return {
         "instance_type": group.instance_type,
+        "fallback_instance_types": list(group.fallback_instance_types),
         "instance_count": group.instance_count,
         "threads_per_core": group.threads_per_core,
         "deep_health_checks": sorted(group.deep_health_checks),
@@ -41,12 +43,15 @@ def _group_config(group: Any) -> dict[str, Any]:
 
 
 # Config field -> the API's name for it in DescribeCluster's instance groups.
-_API_NAMES = {"instance_type": "InstanceType", "threads_per_core": "ThreadsPerCore"}
+_API_NAMES = {"instance_type": "InstanceType", "fallback_instance_types": "InstanceRequirements",
+              "threads_per_core": "ThreadsPerCore"}
 
 
 def _group_deployed(group: dict[str, Any]) -> dict[str, Any]:
+    types = deployed_instance_types(group)
     return {
-        "instance_type": group.get("InstanceType"),
+        "instance_type": types[0] if types else None,
+        "fallback_instance_types": types[1:],
         "instance_count": group.get("TargetCount", group.get("CurrentCount")),
         "threads_per_core": group.get("ThreadsPerCore"),
         "deep_health_checks": sorted(group.get("OnStartDeepHealthChecks") or []),
@@ -86,7 +91,7 @@ def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
             del want["instance_count"]
         if name not in live:
             changes.append(
-                Change(name, "group", None, f"{group.instance_count} x {group.instance_type}", ADD)
+                Change(name, "group", None, f"{group.instance_count} x {' or '.join(group.instance_types)}", ADD)
             )
             continue
         have = _group_deployed(live[name])
@@ -102,7 +107,8 @@ def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
         if name not in wanted:
             changes.append(
                 Change(
-                    name, "group", f"{group.get('TargetCount')} x {group.get('InstanceType')}", None, REMOVE
+                    name, "group", f"{group.get('TargetCount')} x {' or '.join(deployed_instance_types(group))}", None,
+                    REMOVE,
                 )
             )
     # DescribeCluster's AutoScaling.Mode (botocore's ClusterAutoScalingConfigOutput); no AutoScaling means never on.

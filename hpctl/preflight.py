@@ -331,16 +331,21 @@ def quota_name(instance_type: str) -> str:
 
 
 def check_quotas(cfg: Any, clients: Any) -> list[Check]:
+    # First choices are what the config asks for; a flexible group's fallbacks may be asked for its whole count.
     requested: dict[str, int] = defaultdict(int)
+    fallback: dict[str, int] = defaultdict(int)
     for group in cfg.hyperpod.instance_groups:
         requested[group.instance_type] += group.instance_count
+        for instance_type in group.fallback_instance_types:
+            fallback[instance_type] += group.instance_count
     quotas: dict[str, float] = {}
     paginator = clients("service-quotas").get_paginator("list_service_quotas")
     for page in paginator.paginate(ServiceCode="sagemaker"):
         for quota in page.get("Quotas", []):
             quotas[quota.get("QuotaName", "")] = float(quota.get("Value", 0))
     checks = []
-    for instance_type, count in sorted(requested.items()):
+    for instance_type in sorted(set(requested) | set(fallback)):
+        count, most = requested.get(instance_type, 0), requested.get(instance_type, 0) + fallback.get(instance_type, 0)
         name = f"quota {instance_type}"
         label = quota_name(instance_type)
         if label not in quotas:
@@ -353,8 +358,13 @@ def check_quotas(cfg: Any, clients: Any) -> list[Check]:
                     f"{label!r} is {quotas[label]:g}, the config asks for {count}; request an increase",
                 )
             )
+        elif quotas[label] < most:
+            checks.append(Check(name, WARN, f"{label!r} is {quotas[label]:g}, the config asks for {count} and, as a "
+                                            f"fallback type, up to {most}; request an increase if the fallback "
+                                            "must cover whole groups"))
         else:
-            checks.append(Check(name, PASS, f"{label!r} is {quotas[label]:g}, the config asks for {count}"))
+            upto = f" (up to {most} as a fallback type)" if most > count else ""
+            checks.append(Check(name, PASS, f"{label!r} is {quotas[label]:g}, the config asks for {count}{upto}"))
     return checks
 
 
@@ -362,11 +372,11 @@ def check_quotas(cfg: Any, clients: Any) -> list[Check]:
 
 
 def check_subnet_ips(cfg: Any, clients: Any, deployed: dict[str, Any] | None) -> list[Check]:
-    """Free IPs of each existing subnet against the IP plan (instance_count x ips_per_instance).
+    """Free IPs of each existing subnet against the IP plan (instance_count x ips_per_node).
 
     Nodes already running hold their IPs, so for a deployed cluster only the growth is counted.
     """
-    from infra.ip_plan import ips_per_instance
+    from infra.ip_plan import ips_per_node
 
     if cfg.network.existing_vpc_id is None:
         return [
@@ -399,13 +409,13 @@ def check_subnet_ips(cfg: Any, clients: Any, deployed: dict[str, Any] | None) ->
             continue
         groups = [g for g in cfg.hyperpod.instance_groups if g.az_id == subnet.az_id]
         needed = sum(
-            max(0, g.instance_count - current.get(g.name, 0)) * ips_per_instance(g.instance_type)
+            max(0, g.instance_count - current.get(g.name, 0)) * ips_per_node(g.instance_types)
             for g in groups
         )
-        spare_one = max((ips_per_instance(g.instance_type) for g in groups), default=0)
+        spare_one = max((ips_per_node(g.instance_types) for g in groups), default=0)
         free = int(info.get("AvailableIpAddressCount", 0))
         plan = ", ".join(
-            f"{g.name}: {g.instance_count} x {ips_per_instance(g.instance_type)}" for g in groups
+            f"{g.name}: {g.instance_count} x {ips_per_node(g.instance_types)}" for g in groups
         )
         if free < needed:
             checks.append(Check(name, FAIL, f"{free} free IPs, the plan needs {needed} more ({plan})"))

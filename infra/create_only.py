@@ -38,8 +38,13 @@ RESOURCE_TYPES = (
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-cli-command-update-cluster.html)
 # says UpdateCluster can change an existing group's instance type; the guard keeps InstanceType here, erring
 # on the side of refusing, until a CloudFormation update of it is observed to keep the cluster.
-HYPERPOD_GROUP_CREATE_ONLY = ("InstanceGroupName", "InstanceType", "ExecutionRole", "ThreadsPerCore",
-                              "OverrideVpcConfig")
+# InstanceRequirements (the type list of a flexible group) is kept with InstanceType for the same reason, so a group
+# switching between the two, or a changed list, is refused like a type change. Unverified either way: UpdateCluster
+# accepts InstanceRequirements, and DescribeCluster reports DesiredInstanceTypes "as specified in the most recent
+# update request" (botocore's sagemaker model, ClusterInstanceRequirementDetails), which suggests HyperPod edits
+# the list in place; no document read says whether a CloudFormation update of it keeps the cluster.
+HYPERPOD_GROUP_CREATE_ONLY = ("InstanceGroupName", "InstanceType", "InstanceRequirements", "ExecutionRole",
+                              "ThreadsPerCore", "OverrideVpcConfig")
 
 # The KMS key of a group's EBS volumes cannot change either: "KMS key transition isn't currently supported [...] To
 # use a different key, create a new instance group" (https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html).

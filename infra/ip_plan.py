@@ -75,6 +75,11 @@ def ips_per_instance(instance_type: str) -> int:
     return per_eni + cards - 1
 
 
+def ips_per_node(instance_types: Sequence[str]) -> int:
+    """IPs to plan per node of a group that may run any of ``instance_types`` (a flexible group): the most."""
+    return max(ips_per_instance(t) for t in instance_types)
+
+
 def subnet_capacity(cidr: ipaddress.IPv4Network) -> int:
     return cidr.num_addresses - RESERVED_PER_SUBNET
 

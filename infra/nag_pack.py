@@ -22,7 +22,8 @@ SM1       HyperPod lifecycle SourceS3Uri not readable by the group's execution r
           role/policy in another stack, counts as not proven and fires (acknowledge it with the reason)
 SM2      InstanceConnectivity deep health check on a group of fewer than 2 instances
 SM3      NodeRecovery is not Automatic (acknowledge when manual recovery is intended)
-SM4      accelerated group (ml.p*, ml.g*, ml.trn*, ml.inf*) without OnStartDeepHealthChecks
+SM4      accelerated group (ml.p*, ml.g*, ml.trn*, ml.inf*; for a flexible group, any of its types) without
+          OnStartDeepHealthChecks
 EC2-1     security group ingress from 0.0.0.0/0 or ::/0
 EC2-2     all-traffic egress to 0.0.0.0/0 or ::/0 on an EFA group (one with a self-referencing
           all-traffic rule); AWS warns it can break EFA health checks
@@ -227,10 +228,17 @@ def hyperpod_node_recovery(props: Properties, template: Template, logical_id: st
     return OK if props.get("NodeRecovery") == "Automatic" else BAD
 
 
+def _instance_types(group: dict[str, Any]) -> list[str]:
+    """A group's instance type, or every type of a flexible group (InstanceRequirements.InstanceTypes)."""
+    if "InstanceType" in group:
+        return [render(group["InstanceType"])]
+    return [render(t) for t in _listify((group.get("InstanceRequirements") or {}).get("InstanceTypes"))]
+
+
 def hyperpod_accelerated_deep_health_checks(props: Properties, template: Template, logical_id: str) -> RuleResult:
     findings = [
         _group_name(g) for g in _groups(props)
-        if render(g.get("InstanceType", "")).startswith(ACCELERATED_PREFIXES) and not g.get("OnStartDeepHealthChecks")
+        if any(t.startswith(ACCELERATED_PREFIXES) for t in _instance_types(g)) and not g.get("OnStartDeepHealthChecks")
     ]
     return findings or OK
 

@@ -63,18 +63,26 @@ def _team_record(quota: dict[str, Any]) -> dict[str, Any]:
 def _by_instance_type(groups: list[dict[str, Any]], teams: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per instance type: the instances the cluster has (current/target) and the whole instances the teams reserve."""
     rows: dict[str, dict[str, Any]] = {}
+
+    def row_of(instance_type: str) -> dict[str, Any]:
+        return rows.setdefault(instance_type, {"instance_type": instance_type, "current": 0, "target": 0,
+                                               "reserved": 0})
+
     for group in groups:
-        row = rows.setdefault(group["InstanceType"], {"instance_type": group["InstanceType"], "current": 0,
-                                                     "target": 0, "reserved": 0})
-        row["current"] += group.get("CurrentCount", 0)
-        row["target"] += group.get("TargetCount", 0)
+        if group.get("InstanceType"):
+            row = row_of(group["InstanceType"])
+            row["current"] += group.get("CurrentCount", 0)
+            row["target"] += group.get("TargetCount", 0)
+            continue
+        # A flexible group: DescribeCluster counts its nodes per type (InstanceTypeDetails); its target is one
+        # number for all of its types, so it is left out of the per-type targets.
+        for detail in group.get("InstanceTypeDetails") or []:
+            row_of(detail["InstanceType"])["current"] += detail.get("CurrentCount", 0)
     for team in teams:
         if team["activation"] == "Disabled":
             continue
         for resource in team["resources"]:
-            row = rows.setdefault(resource["instance_type"], {"instance_type": resource["instance_type"],
-                                                              "current": 0, "target": 0, "reserved": 0})
-            row["reserved"] += resource.get("count", 0)
+            row_of(resource["instance_type"])["reserved"] += resource.get("count", 0)
     return sorted(rows.values(), key=lambda r: r["instance_type"])
 
 

@@ -67,7 +67,7 @@ def cmd_status(args: argparse.Namespace, t: Target, clients: Any) -> int:
     groups = [
         {
             "name": g.get("InstanceGroupName"),
-            "instance_type": g.get("InstanceType"),
+            "instance_type": " or ".join(api.deployed_instance_types(g)) or None,
             "target": g.get("TargetCount"),
             "current": g.get("CurrentCount"),
             "status": g.get("Status"),

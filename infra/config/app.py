@@ -18,7 +18,7 @@ from infra.config.observability import ObservabilityConfig
 from infra.config.storage import StorageConfig
 from infra.config_file import read_config_document
 from infra.errors import ConfigError
-from infra.ip_plan import ips_per_instance, subnet_capacity
+from infra.ip_plan import ips_per_node, subnet_capacity
 
 
 @cache
@@ -79,9 +79,12 @@ class AppConfig(StrictModel):
         if tuple(int(p) for p in self.eks.version.split(".")) < (1, 30):
             raise refusal("eks.version", self.eks.version, "HyperPod task governance (addons.task_governance) "
                                                            "needs Kubernetes 1.30 or later")
+        # The most instances of each type the groups can hold: a flexible group may run all of its nodes on
+        # any one of its types.
         instances: dict[str, int] = {}
         for group in self.hyperpod.instance_groups:
-            instances[group.instance_type] = instances.get(group.instance_type, 0) + group.instance_count
+            for instance_type in group.instance_types:
+                instances[instance_type] = instances.get(instance_type, 0) + group.instance_count
         reserved: dict[str, int] = {}
         for i, team in enumerate(governance.teams):
             key = f"addons.task_governance.teams.{i}"
@@ -141,11 +144,11 @@ class AppConfig(StrictModel):
             if subnet.cidr is None:
                 continue
             in_subnet = [g for g in groups if g.az_id == subnet.az_id]
-            needed = sum(g.instance_count * ips_per_instance(g.instance_type) for g in in_subnet)
+            needed = sum(g.instance_count * ips_per_node(g.instance_types) for g in in_subnet)
             available = subnet_capacity(subnet.cidr)
             if needed > available:
                 detail = ", ".join(
-                    f"{g.name}: {g.instance_count} x {ips_per_instance(g.instance_type)}" for g in in_subnet
+                    f"{g.name}: {g.instance_count} x {ips_per_node(g.instance_types)}" for g in in_subnet
                 )
                 raise refusal(f"network.hyperpod_subnets.{i}.cidr", str(subnet.cidr),
                               f"the instance groups in {subnet.az_id} need {needed} IPs ({detail}) but the subnet "

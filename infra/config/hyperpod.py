@@ -122,9 +122,30 @@ class GroupSoftware(StrictModel):
     auto_patch: Literal["WhenIdle", "WhenAllIdle"] | None = None
 
 
+def _known_instance_type(value: str, key: str = "") -> str:
+    if not value.startswith("ml."):
+        raise refusal(key, None, f"HyperPod instance types start with 'ml.' (e.g. ml.{value}), got {value}")
+    known = cluster_instance_types()
+    if value not in known:
+        raise refusal(key, None, f"{value} is not a HyperPod instance type in this botocore release "
+                                  f"({len(known)} known, e.g. ml.g5.8xlarge)")
+    return value
+
+
+# InstanceRequirements.InstanceTypes holds 1-20 types (botocore's ClusterInstanceTypes; the AWS::SageMaker::Cluster
+# schema's InstanceRequirements.InstanceTypes, maxItems 20): instance_type and at most 19 fallbacks.
+MAX_FALLBACK_INSTANCE_TYPES = 19
+
+
 class InstanceGroupConfig(GroupSoftware):
     name: Name63
+    # The group's instance type; with fallback_instance_types, its first choice.
     instance_type: str
+    # A flexible instance group: HyperPod provisions instance_type first and falls back to these, in this order,
+    # when capacity is short; scale-down removes the lowest-priority type first. The group is then written with
+    # InstanceRequirements {InstanceTypes: [instance_type, *fallbacks]} and no InstanceType (the two are mutually
+    # exclusive, https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-scaling-eks.html).
+    fallback_instance_types: list[str] = Field(default=[], max_length=MAX_FALLBACK_INSTANCE_TYPES)
     instance_count: StrictInt = Field(ge=0, le=6758)
     az_id: AzId
     threads_per_core: Annotated[Literal[1, 2], WholeNumber] = 1
@@ -146,13 +167,23 @@ class InstanceGroupConfig(GroupSoftware):
     @field_validator("instance_type")
     @classmethod
     def _instance_type(cls, value: str) -> str:
-        if not value.startswith("ml."):
-            raise refusal("", None, f"HyperPod instance types start with 'ml.' (e.g. ml.{value}), got {value}")
-        known = cluster_instance_types()
-        if value not in known:
-            raise refusal("", None, f"{value} is not a HyperPod instance type in this botocore release "
-                                     f"({len(known)} known, e.g. ml.g5.8xlarge)")
+        return _known_instance_type(value)
+
+    @field_validator("fallback_instance_types")
+    @classmethod
+    def _fallbacks(cls, value: list[str]) -> list[str]:
+        for i, instance_type in enumerate(value):
+            _known_instance_type(instance_type, str(i))
+        # "the list must not contain duplicates" (https://docs.aws.amazon.com/sagemaker/latest/dg/
+        # sagemaker-hyperpod-eks-operate-cli-command-create-cluster.html, "Flexible instance groups").
+        if len(set(value)) != len(value):
+            raise refusal("", None, f"listed twice: {value}")
         return value
+
+    @property
+    def instance_types(self) -> tuple[str, ...]:
+        """Every type the group may run, first choice first: what to plan IPs, quotas and checks for."""
+        return (self.instance_type, *self.fallback_instance_types)
 
     @field_validator("deep_health_checks")
     @classmethod
@@ -166,6 +197,13 @@ class InstanceGroupConfig(GroupSoftware):
         if "InstanceConnectivity" in self.deep_health_checks and self.instance_count < 2:
             raise refusal("deep_health_checks", None, "InstanceConnectivity needs at least 2 instances in the "
                                                       f"group, instance_count is {self.instance_count}")
+        return self
+
+    @model_validator(mode="after")
+    def _first_choice_not_a_fallback(self) -> InstanceGroupConfig:
+        if self.instance_type in self.fallback_instance_types:
+            raise refusal("fallback_instance_types", self.instance_type,
+                          "is the group's instance_type already; list only the types to fall back to")
         return self
 
     @model_validator(mode="after")
@@ -352,6 +390,17 @@ class HyperPodConfig(StrictModel):
                 if self.group_volume_encryption(group) == "customer_managed":
                     key = f"instance_groups.{i}.volume_encryption" if group.volume_encryption else "volume_encryption"
                     raise refusal(key, "customer_managed", "needs node_provisioning_mode: Continuous")
+        return self
+
+    @model_validator(mode="after")
+    def _flexible_groups_need_continuous(self) -> HyperPodConfig:
+        # "Flexible instance groups are only available for clusters with NodeProvisioningMode set to Continuous"
+        # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-scaling-eks.html).
+        if self.node_provisioning_mode is None:
+            for i, group in enumerate(self.instance_groups):
+                if group.fallback_instance_types:
+                    raise refusal(f"instance_groups.{i}.fallback_instance_types", group.fallback_instance_types,
+                                  "a flexible instance group needs node_provisioning_mode: Continuous")
         return self
 
     @model_validator(mode="after")

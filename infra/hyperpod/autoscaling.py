@@ -128,7 +128,7 @@ class KarpenterNodePools(Construct):
         )
         self.release.node.add_dependency(hyperpod_cluster.cfn_cluster)
         for group in instance_groups:
-            if group.instance_type.startswith(ACCELERATED_PREFIXES):
+            if any(t.startswith(ACCELERATED_PREFIXES) for t in group.instance_types):
                 acknowledge(
                     hyperpod_cluster.cfn_cluster, f"{PACK_NAME}-SM4[{group.name}]",
                     f"Karpenter scales {group.name}; AWS does not autoscale groups with deep health checks "

@@ -141,7 +141,10 @@ class HyperPodCluster(Construct):
             )
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
-            instance_type=group.instance_type,
+            # A flexible group names its types in InstanceRequirements instead (the two are mutually exclusive).
+            instance_type=None if group.fallback_instance_types else group.instance_type,
+            instance_requirements=sagemaker.CfnCluster.InstanceRequirementsProperty(
+                instance_types=list(group.instance_types)) if group.fallback_instance_types else None,
             instance_count=group.instance_count,
             execution_role=execution_role_arn,
             threads_per_core=group.threads_per_core,

@@ -53,6 +53,7 @@ def test_every_group_and_cluster_feature_is_used(all_features_synth):
     assert any(g.rolling_update and g.rolling_update.schedule for g in groups)
     assert any(g.rolling_update and g.rolling_update.rollback_alarms for g in groups)
     assert any(g.auto_patch for g in groups)
+    assert any(g.fallback_instance_types for g in groups)
     assert hp.autoscaling.instance_groups
     assert config.addons.task_governance.teams and config.addons.task_governance.priority_classes
     assert config.addons.s3_csi.bucket_arns
@@ -76,6 +77,9 @@ def test_the_hyperpod_cluster_carries_every_feature(all_features_synth):
     assert gpu["ScheduledUpdateConfig"]["ScheduleExpression"] == "cron(0 3 ? * SUN *)"
     assert spot["CapacityRequirements"] == {"Spot": {}} and spot["AutoPatchConfig"]
     assert burst["InstanceCount"] == 0 and "OnStartDeepHealthChecks" not in burst
+    # A flexible group: its types in priority order, and no InstanceType beside them (mutually exclusive).
+    assert burst["InstanceRequirements"] == {"InstanceTypes": ["ml.c5.xlarge", "ml.c5.2xlarge", "ml.m5.xlarge"]}
+    assert "InstanceType" not in burst and gpu["InstanceType"] == "ml.g5.8xlarge" and "InstanceRequirements" not in gpu
     # The app's key on the groups that use the cluster default, AWS's key on the override.
     keyed = {name for name, g in groups.items()
              if any("VolumeKmsKeyId" in c["EbsVolumeConfig"] for c in g["InstanceStorageConfigs"])}

@@ -109,7 +109,17 @@ def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, varian
         for group in props["InstanceGroups"]:
             members = group_shape.members
             assert re.fullmatch(members["InstanceGroupName"].metadata["pattern"], group["InstanceGroupName"])
-            assert group["InstanceType"] in members["InstanceType"].enum
+            # One of InstanceType and InstanceRequirements, never both (botocore's InstanceRequirements docs).
+            assert ("InstanceType" in group) != ("InstanceRequirements" in group), group["InstanceGroupName"]
+            if "InstanceType" in group:
+                assert group["InstanceType"] in members["InstanceType"].enum
+            else:
+                requirements = members["InstanceRequirements"]
+                assert set(group["InstanceRequirements"]) <= set(requirements.members)
+                types = group["InstanceRequirements"]["InstanceTypes"]
+                listed = requirements.members["InstanceTypes"]
+                assert listed.metadata["min"] <= len(types) <= listed.metadata["max"]
+                assert set(types) <= set(listed.member.enum) and len(set(types)) == len(types)
             count = members["InstanceCount"].metadata
             assert count["min"] <= group["InstanceCount"] <= count.get("max", 6758)
             assert members["ThreadsPerCore"].metadata["min"] <= group["ThreadsPerCore"] <= \
