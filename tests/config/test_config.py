@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.config import az_id_prefix, load_config, parse_config
+from infra.config import az_id_prefix, cluster_instance_types, load_config, parse_config
 from infra.errors import ConfigError
 from infra.hyperpod.lifecycle_render import render_lifecycle_env
 from infra.ip_plan import ips_per_instance, subnet_capacity
@@ -141,6 +141,17 @@ REFUSALS = [
     ("fsx az without subnet", {"storage": {"fsx_lustre": {"az_id": "usw2-az4"}}}, "storage.fsx_lustre.az_id",
      "usw2-az4"),
     ("training plan arn", group(training_plan_arn="plan-1"), "hyperpod.instance_groups.0.training_plan_arn", "plan-1"),
+    ("fallback not a type", group(fallback_instance_types=["ml.g5.12xlarge", "ml.g5.9xlarge"]),
+     "hyperpod.instance_groups.0.fallback_instance_types.1", "ml.g5.9xlarge is not a HyperPod instance type"),
+    ("fallback without ml.", group(fallback_instance_types=["g5.12xlarge"]),
+     "hyperpod.instance_groups.0.fallback_instance_types.0", "start with 'ml.'"),
+    ("fallback twice", group(fallback_instance_types=["ml.g5.12xlarge", "ml.g5.12xlarge"]),
+     "hyperpod.instance_groups.0.fallback_instance_types", "listed twice"),
+    ("fallback is the first choice", group(fallback_instance_types=["ml.g5.12xlarge", "ml.g5.8xlarge"]),
+     "hyperpod.instance_groups.0.fallback_instance_types", "is the group's instance_type already"),
+    ("more than 20 types", group(fallback_instance_types=sorted(t for t in cluster_instance_types()
+                                                                if t != "ml.g5.8xlarge")[:20]),
+     "hyperpod.instance_groups.0.fallback_instance_types", "at most 19"),
     ("grafana files prefix", {"observability": {"grafana": {"dashboards_s3_source": "s3://bucket/no-slash"}}},
      "observability.grafana.dashboards_s3_source", "s3://bucket/no-slash"),
 ]
@@ -208,6 +219,30 @@ def test_ip_plan_names_needed_and_available():
     with pytest.raises(ConfigError) as caught:
         parse_config(mutate(changes), "bad.yaml")
     assert "need 324 IPs (gpu-workers: 4 x 81) but the subnet has 251 usable" in str(caught.value)
+
+
+def test_a_flexible_group_needs_continuous_provisioning():
+    data = mutate(group(fallback_instance_types=["ml.g5.12xlarge"]))
+    data["hyperpod"]["node_provisioning_mode"] = None  # mutate would delete the key (and keep the default)
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, "bad.yaml")
+    assert "hyperpod.instance_groups.0.fallback_instance_types: a flexible instance group needs " \
+           "node_provisioning_mode: Continuous" in str(caught.value)
+    data["hyperpod"]["instance_groups"][0]["fallback_instance_types"] = []
+    parse_config(data, "ok.yaml")
+
+
+def test_a_flexible_group_is_planned_at_its_hungriest_type():
+    # ml.g5.8xlarge takes 30 IPs, ml.p5.48xlarge 81: four nodes that may all fall back to p5 need 4 x 81.
+    changes = {
+        "network": {"hyperpod_subnets": [{"az_id": "usw2-az2", "cidr": "10.1.0.0/24"}]},
+        **group(instance_type="ml.g5.8xlarge", fallback_instance_types=["ml.p5.48xlarge"], instance_count=4),
+    }
+    with pytest.raises(ConfigError) as caught:
+        parse_config(mutate(changes), "bad.yaml")
+    assert "need 324 IPs (gpu-workers: 4 x 81)" in str(caught.value)
+    flexible = parse_config(mutate(group(fallback_instance_types=["ml.g5.12xlarge", "ml.g6.8xlarge"])), "ok.yaml")
+    assert flexible.hyperpod.instance_groups[0].instance_types == ("ml.g5.8xlarge", "ml.g5.12xlarge", "ml.g6.8xlarge")
 
 
 def test_app_refuses_a_bad_config_without_a_traceback(tmp_path):

@@ -90,3 +90,15 @@ def test_existing_configs_parse_with_governance_off():
 def test_fixture_variant_is_valid():
     governance_settings = parse_config(governance_config_data()).addons.task_governance
     assert [t.name for t in governance_settings.teams] == ["research", "product", "data"]
+
+
+def test_a_flexible_group_may_hold_its_whole_count_of_any_of_its_types():
+    groups = default_config_data()["hyperpod"]["instance_groups"]
+    flexible = {"hyperpod": {"instance_groups": [dict(groups[0], instance_count=2,
+                                                      fallback_instance_types=["ml.g5.12xlarge"])]}}
+    # Each type up to the group's 2 nodes: quotas on the fallback type are checked against that, not refused.
+    parse_config(mutate(governance(team(instance_type="ml.g5.12xlarge", count=2), team(name="product", count=2)),
+                        mutate(flexible)), "ok.yaml")
+    with pytest.raises(ConfigError) as caught:
+        parse_config(mutate(governance(team(instance_type="ml.g5.12xlarge", count=3)), mutate(flexible)), "bad.yaml")
+    assert "the teams' quotas of ml.g5.12xlarge add up to 3, more than the 2 instances" in str(caught.value)

@@ -92,6 +92,11 @@ def test_promote_records_the_candidate_of_the_deployed_synth(tmp_path, routine_s
         ("hyperpod-dev-hyperpod", "HyperPodCluster11759092",
          lambda p: p["InstanceGroups"][0].update(InstanceType="ml.g5.12xlarge"),
          "hyperpod.instance_groups[gpu-workers] InstanceType changes from 'ml.g5.8xlarge' to 'ml.g5.12xlarge'"),
+        # A group turned flexible: the same first choice, now with fallbacks in InstanceRequirements.
+        ("hyperpod-dev-hyperpod", "HyperPodCluster11759092", lambda p: p["InstanceGroups"][0].update(
+            InstanceType=None, InstanceRequirements={"InstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"]}),
+         "hyperpod.instance_groups[gpu-workers] InstanceRequirements changes from null to "
+         '{"InstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"]}'),
         ("hyperpod-dev-hyperpod", "HyperPodCluster11759092",
          lambda p: p["InstanceGroups"][0].update(ThreadsPerCore=2),
          "hyperpod.instance_groups[gpu-workers] ThreadsPerCore changes from 1 to 2"),
@@ -115,8 +120,28 @@ def test_a_change_that_replaces_a_deployed_resource_is_refused(lock_dir, default
         guard_replacement(default_synth.config, templates, lock_dir)
     message = str(caught.value)
     assert "REPLACE deployed resources" in message and "allow_cluster_replacement" in message
-    assert words in message
+    assert words in message, message
     assert "\n" not in message
+
+
+def test_editing_the_type_list_of_a_deployed_flexible_group_is_refused(tmp_path, default_synth):
+    def flexible(*types):
+        return lambda p: p["InstanceGroups"][0].update(InstanceType=None, InstanceRequirements={"InstanceTypes": list(types)})
+
+    deployed = _edited(default_synth.templates, "hyperpod-dev-hyperpod", "HyperPodCluster11759092",
+                       flexible("ml.g5.8xlarge", "ml.g5.12xlarge"))
+    write_atomically(lock_path(tmp_path, "hyperpod-dev"), snapshot(deployed, "hyperpod-dev"))
+    guard_replacement(default_synth.config, deployed, tmp_path)  # unchanged: passes
+    for types in (("ml.g5.12xlarge", "ml.g5.8xlarge"), ("ml.g5.8xlarge", "ml.g5.12xlarge", "ml.g5.16xlarge")):
+        edited = _edited(default_synth.templates, "hyperpod-dev-hyperpod", "HyperPodCluster11759092", flexible(*types))
+        with pytest.raises(ConfigError) as caught:
+            guard_replacement(default_synth.config, edited, tmp_path)
+        assert "hyperpod.instance_groups[gpu-workers] InstanceRequirements changes from" in str(caught.value)
+    # Back to a single type: InstanceType reappears and the list goes.
+    with pytest.raises(ConfigError) as caught:
+        guard_replacement(default_synth.config, default_synth.templates, tmp_path)
+    assert "InstanceType changes from null to 'ml.g5.8xlarge'" in str(caught.value)
+    guard_replacement(_config(allow_cluster_replacement=True), default_synth.templates, tmp_path)
 
 
 def test_a_replacement_is_accepted_when_the_config_says_so(lock_dir, default_synth):
