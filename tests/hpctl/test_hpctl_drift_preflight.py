@@ -87,7 +87,7 @@ def _cfg(**network: object):
     return parse_config(data)
 
 
-def _byo_cfg(subnet_id: str, vpc_id: str, count: int = 3):
+def _byo_cfg(subnet_id: str, vpc_id: str, count: int = 3, **group: object):
     data = config_data()
     data["network"] = {
         "control_plane_az_ids": ["usw2-az1", "usw2-az2"],
@@ -95,7 +95,7 @@ def _byo_cfg(subnet_id: str, vpc_id: str, count: int = 3):
         "control_plane_subnet_ids": ["subnet-0000000000000000a", "subnet-0000000000000000b"],
         "hyperpod_subnets": [{"az_id": "usw2-az2", "subnet_id": subnet_id}],
     }
-    data["hyperpod"]["instance_groups"][0]["instance_count"] = count
+    data["hyperpod"]["instance_groups"][0].update(instance_count=count, **group)
     return parse_config(data)
 
 
@@ -758,3 +758,90 @@ def test_addons_turned_on_must_be_offered_for_the_kubernetes_version() -> None:
     assert check.verdict == "pass"
     assert check.reason.endswith("cert-manager (EKS default), amazon-sagemaker-hyperpod-training-operator (EKS "
                                  "default), aws-mountpoint-s3-csi-driver (EKS default)")
+
+
+# --- flexible instance groups ----------------------------------------------------------------------
+
+# A flexible group as DescribeCluster reports it (botocore's ClusterInstanceGroupDetails): no InstanceType, the
+# requested types in InstanceRequirements and the nodes per type in InstanceTypeDetails.
+FLEXIBLE_GROUP = {
+    "InstanceGroupName": "workers",
+    "CurrentCount": 3,
+    "TargetCount": 3,
+    "InstanceRequirements": {"CurrentInstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"],
+                             "DesiredInstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"]},
+    "InstanceTypeDetails": [{"InstanceType": "ml.g5.8xlarge", "CurrentCount": 2, "ThreadsPerCore": 1},
+                            {"InstanceType": "ml.g5.12xlarge", "CurrentCount": 1, "ThreadsPerCore": 1}],
+    "OnStartDeepHealthChecks": ["InstanceStress"],
+    "ExecutionRole": "arn:aws:iam::123456789012:role/exec",
+    "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lc/scripts", "OnCreate": "on_create.sh"},
+}
+
+
+def _described(*groups: dict) -> dict:
+    """DescribeCluster's response through a Stubber, which checks it against botocore's model."""
+    sm, stub = stubbed("sagemaker")
+    response = {"ClusterArn": f"arn:aws:sagemaker:{REGION}:123456789012:cluster/abc123", "ClusterName": CLUSTER,
+                "ClusterStatus": "InService", "InstanceGroups": list(groups)}
+    stub.add_response("describe_cluster", response, {"ClusterName": CLUSTER})
+    return sm.describe_cluster(ClusterName=CLUSTER)
+
+
+def test_drift_of_a_flexible_group_compares_its_types_in_order() -> None:
+    from hpctl.drift import REPLACE, compare
+
+    deployed = _described(FLEXIBLE_GROUP)
+    flexible = config_data()
+    flexible["hyperpod"]["instance_groups"][0]["fallback_instance_types"] = ["ml.g5.12xlarge"]
+    assert compare(deployed, parse_config(flexible)) == []
+    reordered = config_data()
+    reordered["hyperpod"]["instance_groups"][0].update(instance_type="ml.g5.12xlarge",
+                                                       fallback_instance_types=["ml.g5.8xlarge"])
+    changes = {c.field: (c.deployed, c.config, c.effect) for c in compare(deployed, parse_config(reordered))}
+    assert changes == {"instance_type": ("ml.g5.8xlarge", "ml.g5.12xlarge", REPLACE),
+                       "fallback_instance_types": (["ml.g5.12xlarge"], ["ml.g5.8xlarge"], REPLACE)}
+    # The config drops the fallback: a single-type group again, which the guard treats like a type change.
+    [change] = compare(deployed, parse_config(config_data()))
+    assert (change.field, change.deployed, change.config, change.effect) == \
+        ("fallback_instance_types", ["ml.g5.12xlarge"], [], REPLACE)
+
+
+def test_drift_turning_a_group_flexible_replaces_and_a_removed_one_names_its_types() -> None:
+    from hpctl.drift import REMOVE, REPLACE, compare
+
+    single = {k: v for k, v in FLEXIBLE_GROUP.items() if k not in ("InstanceRequirements", "InstanceTypeDetails")}
+    deployed = _described({**single, "InstanceType": "ml.g5.8xlarge"})
+    flexible = config_data()
+    flexible["hyperpod"]["instance_groups"][0]["fallback_instance_types"] = ["ml.g5.12xlarge"]
+    [change] = compare(deployed, parse_config(flexible))
+    assert (change.field, change.deployed, change.config, change.effect) == \
+        ("fallback_instance_types", [], ["ml.g5.12xlarge"], REPLACE)
+    renamed = config_data()
+    renamed["hyperpod"]["instance_groups"][0]["name"] = "others"
+    removed = [c for c in compare(_described(FLEXIBLE_GROUP), parse_config(renamed)) if c.effect == REMOVE]
+    assert [(c.group, c.deployed) for c in removed] == [("workers", "3 x ml.g5.8xlarge or ml.g5.12xlarge")]
+
+
+def test_quota_of_a_fallback_type_warns_when_it_cannot_cover_the_group() -> None:
+    data = config_data()
+    data["hyperpod"]["instance_groups"][0]["fallback_instance_types"] = ["ml.g5.12xlarge"]
+    sq, stub = stubbed("service-quotas")
+    stub.add_response("list_service_quotas", {"Quotas": [
+        {"QuotaName": "ml.g5.8xlarge for cluster usage", "Value": 3.0},
+        {"QuotaName": "ml.g5.12xlarge for cluster usage", "Value": 1.0},
+    ]})
+    checks = {c.name: c for c in pf.check_quotas(parse_config(data), Clients(REGION, preset={"service-quotas": sq}))}
+    assert checks["quota ml.g5.8xlarge"].verdict == "pass"
+    fallback = checks["quota ml.g5.12xlarge"]
+    assert fallback.verdict == "warn" and "asks for 0 and, as a fallback type, up to 3" in fallback.reason
+
+
+@mock_aws
+def test_subnet_ips_of_a_flexible_group_are_planned_at_its_hungriest_type() -> None:
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.0.0/24", AvailabilityZoneId="usw2-az2")["Subnet"]
+    # ml.g5.8xlarge plans 30 IPs, ml.p5.48xlarge 81: 3 nodes that may all fall back to p5 need 243 of the 251.
+    cfg = _byo_cfg(subnet["SubnetId"], vpc, 3, fallback_instance_types=["ml.p5.48xlarge"])
+    [check] = pf.check_subnet_ips(cfg, Clients(REGION), None)
+    assert check.verdict == "warn" and "the 243 needed" in check.reason

@@ -247,3 +247,18 @@ def test_events_table_and_limit(run) -> None:
 def test_events_bad_time_is_a_usage_error(run) -> None:
     code, _, err = run("events", "--cluster", CLUSTER, "--region", REGION, "--since", "yesterday-ish")
     assert code == 2 and "not a time" in err
+
+
+def test_status_names_every_type_of_a_flexible_group(run) -> None:
+    # DescribeCluster reports a flexible group without InstanceType (botocore's ClusterInstanceGroupDetails).
+    flexible = {"InstanceGroupName": "workers", "CurrentCount": 1, "TargetCount": 2, "Status": "InService",
+                "InstanceRequirements": {"CurrentInstanceTypes": ["ml.g5.12xlarge"],
+                                         "DesiredInstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"]},
+                "ExecutionRole": "arn:aws:iam::123456789012:role/exec",
+                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lc/scripts", "OnCreate": "on_create.sh"}}
+    client, stub = stubbed("sagemaker")
+    stub.add_response("describe_cluster", cluster_description(groups=[flexible]))
+    stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [_node("i-0aaaaaaaaaaaaaaa1")]})
+    code, data = run.json("status", "--cluster", CLUSTER, "--region", REGION, clients={"sagemaker": client})
+    assert code == 0
+    assert data["instance_groups"][0]["instance_type"] == "ml.g5.8xlarge or ml.g5.12xlarge"

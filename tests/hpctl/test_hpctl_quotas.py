@@ -96,3 +96,25 @@ def test_quotas_of_a_cluster_without_task_governance(run) -> None:
     assert code == 0
     assert data["teams"] == []
     assert data["instance_types"][0]["reserved"] == 0
+
+
+def test_quotas_count_a_flexible_groups_nodes_per_type(run) -> None:
+    # A flexible group (botocore's ClusterInstanceGroupDetails): no InstanceType, its nodes per type in
+    # InstanceTypeDetails; its target covers all of its types, so no type's target counts it.
+    flexible = {"InstanceGroupName": "flex", "CurrentCount": 3, "TargetCount": 4,
+                "InstanceRequirements": {"CurrentInstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"],
+                                         "DesiredInstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"]},
+                "InstanceTypeDetails": [{"InstanceType": "ml.g5.8xlarge", "CurrentCount": 2},
+                                        {"InstanceType": "ml.g5.12xlarge", "CurrentCount": 1}],
+                "ExecutionRole": "arn:aws:iam::123456789012:role/exec",
+                "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lc/scripts", "OnCreate": "on_create.sh"}}
+    client, stub = stubbed("sagemaker")
+    single = cluster_description()["InstanceGroups"]
+    stub.add_response("describe_cluster", cluster_description(groups=[*single, flexible]), {"ClusterName": CLUSTER})
+    stub.add_response("list_compute_quotas", {"ComputeQuotaSummaries": []}, {"ClusterArn": CLUSTER_ARN, "MaxResults": 100})
+    code, data = run.json("quotas", "--cluster", CLUSTER, "--region", REGION, clients={"sagemaker": client})
+    assert code == 0
+    assert data["instance_types"] == [
+        {"instance_type": "ml.g5.12xlarge", "current": 1, "target": 0, "reserved": 0},
+        {"instance_type": "ml.g5.8xlarge", "current": 5, "target": 3, "reserved": 0},
+    ]
