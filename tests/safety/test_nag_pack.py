@@ -139,10 +139,17 @@ CASES: dict[str, tuple[dict[str, tuple[Builder, str]], dict[str, Builder]]] = {
         {"gpu-unchecked": (lambda s: hyperpod(s, group={"InstanceType": "ml.p5.48xlarge",
                                                         "OnStartDeepHealthChecks": None}), "HyperPod-SM4[workers]"),
          "trainium-unchecked": (lambda s: hyperpod(s, group={"InstanceType": "ml.trn1.32xlarge",
-                                                             "OnStartDeepHealthChecks": []}), "HyperPod-SM4[workers]")},
+                                                             "OnStartDeepHealthChecks": []}), "HyperPod-SM4[workers]"),
+         # A flexible group that may fall back to a GPU type.
+         "flexible-gpu-fallback-unchecked": (lambda s: hyperpod(s, group={
+             "InstanceType": None, "InstanceRequirements": {"InstanceTypes": ["ml.m5.2xlarge", "ml.g5.8xlarge"]},
+             "OnStartDeepHealthChecks": None}), "HyperPod-SM4[workers]")},
         {"gpu-checked": lambda s: hyperpod(s),
          "cpu-unchecked": lambda s: hyperpod(s, group={"InstanceType": "ml.m5.2xlarge",
-                                                       "OnStartDeepHealthChecks": None})},
+                                                       "OnStartDeepHealthChecks": None}),
+         "flexible-cpu-unchecked": lambda s: hyperpod(s, group={
+             "InstanceType": None, "InstanceRequirements": {"InstanceTypes": ["ml.m5.2xlarge", "ml.c5.xlarge"]},
+             "OnStartDeepHealthChecks": None})},
     ),
     "EC2-1": (
         {"inline": (lambda s: security_group(s, ingress=[OPEN]), "HyperPod-EC2-1"),
