@@ -111,7 +111,8 @@ def test_quotas_count_a_flexible_groups_nodes_per_type(run) -> None:
     client, stub = stubbed("sagemaker")
     single = cluster_description()["InstanceGroups"]
     stub.add_response("describe_cluster", cluster_description(groups=[*single, flexible]), {"ClusterName": CLUSTER})
-    stub.add_response("list_compute_quotas", {"ComputeQuotaSummaries": []}, {"ClusterArn": CLUSTER_ARN, "MaxResults": 100})
+    stub.add_response("list_compute_quotas", {"ComputeQuotaSummaries": []},
+                      {"ClusterArn": CLUSTER_ARN, "MaxResults": 100})
     code, data = run.json("quotas", "--cluster", CLUSTER, "--region", REGION, clients={"sagemaker": client})
     assert code == 0
     assert data["instance_types"] == [

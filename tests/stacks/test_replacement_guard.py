@@ -126,7 +126,8 @@ def test_a_change_that_replaces_a_deployed_resource_is_refused(lock_dir, default
 
 def test_editing_the_type_list_of_a_deployed_flexible_group_is_refused(tmp_path, default_synth):
     def flexible(*types):
-        return lambda p: p["InstanceGroups"][0].update(InstanceType=None, InstanceRequirements={"InstanceTypes": list(types)})
+        return lambda p: p["InstanceGroups"][0].update(InstanceType=None,
+                                                       InstanceRequirements={"InstanceTypes": list(types)})
 
     deployed = _edited(default_synth.templates, "hyperpod-dev-hyperpod", "HyperPodCluster11759092",
                        flexible("ml.g5.8xlarge", "ml.g5.12xlarge"))
