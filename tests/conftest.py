@@ -453,7 +453,9 @@ AUTOSCALING_CHANGES: dict[str, Any] = {
 def autoscaling_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     data = mutate(AUTOSCALING_CHANGES)
     data["hyperpod"]["instance_groups"] += [
-        {"name": "cpu-burst", "instance_type": "ml.c5.xlarge", "instance_count": 0, "az_id": "usw2-az2"},
+        # Flexible, falling back to a GPU type: acknowledged for nag rule SM4 like an accelerated group.
+        {"name": "cpu-burst", "instance_type": "ml.c5.xlarge", "fallback_instance_types": ["ml.g5.2xlarge"],
+         "instance_count": 0, "az_id": "usw2-az2"},
         {"name": "gpu-burst", "instance_type": "ml.g5.xlarge", "instance_count": 0, "az_id": "usw2-az2"},
     ]
     return synthesize_variant(tmp_path_factory, "autoscaling", data)

@@ -135,11 +135,12 @@ def test_passes_both_nag_packs_with_one_finding_per_acknowledgment(autoscaling_s
         assert len(finding["violatingConstructs"]) == 1 and len(finding["reason"]) >= 30
 
 
-def test_missing_deep_health_checks_are_acknowledged_only_on_the_autoscaled_gpu_group(autoscaling_synth):
+def test_missing_deep_health_checks_are_acknowledged_only_on_the_autoscaled_accelerated_groups(autoscaling_synth):
     report = json.loads((autoscaling_synth.outdir / "validation-report.json").read_text())
     (pack,) = [p for p in report["pluginReports"] if p["pluginName"] == "HyperPod"]
     sm4 = [f for f in pack.get("suppressedViolations", []) if f["ruleName"].startswith("HyperPod-SM4")]
-    assert [f["acknowledgedId"] for f in sm4] == ["HyperPod::HyperPod-SM4[gpu-burst]"]
+    assert sorted(f["acknowledgedId"] for f in sm4) == ["HyperPod::HyperPod-SM4[cpu-burst]",
+                                                        "HyperPod::HyperPod-SM4[gpu-burst]"]
     assert "deep health checks" in sm4[0]["reason"]
 
 
