@@ -3,20 +3,91 @@
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
+import subprocess
 import sys
 from typing import Any
 
 from hpctl import cluster as api
 from hpctl.commands.options import add_command
-from hpctl.errors import EXIT_OK
+from hpctl.errors import EXIT_OK, HpctlError
 from hpctl.output import print_json, print_table
 from hpctl.target import Target
 
-# What AWS's API does not give: a team's tasks and the instances they hold are Kueue's ClusterQueue and
-# Workload objects inside the cluster (no SageMaker or EKS API returns them), and task governance metrics go to
-# Prometheus through the HyperPod observability add-on (its taskGovernanceMetrics family).
-USAGE_NOT_SHOWN = ("per-team use is not shown: no AWS API returns it; see Kueue's ClusterQueues in the cluster "
-                   "(kubectl get clusterqueues) or the task governance metrics of the observability add-on")
+# What AWS's API does not give: a team's use is in Kueue's ClusterQueue objects inside the cluster (no SageMaker
+# or EKS API returns it). --usage reads them with kubectl, as AWS's HyperPod CLI does
+# (aws/sagemaker-hyperpod-cli@011ca927: src/sagemaker/hyperpod/cli/commands/cluster.py, _get_cluster_queue_*;
+# constants/command_constants.py and kueue_constants.py): task governance labels each team's namespace
+# sagemaker.amazonaws.com/sagemaker-managed-queue=true and sagemaker.amazonaws.com/quota-allocation-id=<id>, the
+# team's ClusterQueue is hyperpod-ns-<id>-clusterqueue (kueue.x-k8s.io/v1beta1), its flavors are instance types,
+# spec.resourceGroups[].flavors[].resources[].nominalQuota the quota, status.flavorsUsage[].resources[].total the
+# use and .borrowed what is borrowed.
+USAGE_NOT_SHOWN = ("per-team use is not shown without --usage (it reads Kueue's ClusterQueues in the cluster "
+                   "with kubectl)")
+MANAGED_QUEUE_LABEL = "sagemaker.amazonaws.com/sagemaker-managed-queue"
+QUOTA_ALLOCATION_LABEL = "sagemaker.amazonaws.com/quota-allocation-id"
+CLUSTER_QUEUES = "clusterqueues.v1beta1.kueue.x-k8s.io"
+KUBECTL_SECONDS = 60
+
+
+def cluster_queue_name(quota_allocation_id: str) -> str:
+    return f"hyperpod-ns-{quota_allocation_id}-clusterqueue"
+
+
+def kubectl_json(args: list[str], context: str | None) -> dict[str, Any]:
+    """``kubectl <args> -o json`` on the current (or the given) context, parsed; one-line errors."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise HpctlError("--usage needs kubectl on PATH and a context for the EKS cluster (hpctl kubeconfig)")
+    command = [kubectl, *args, "-o", "json", *(["--context", context] if context else [])]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=KUBECTL_SECONDS, check=False)  # noqa: S603
+    except subprocess.TimeoutExpired:
+        raise HpctlError(f"kubectl {' '.join(args)} did not answer in {KUBECTL_SECONDS} s "
+                         "(is the EKS endpoint reachable from here?)") from None
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise HpctlError(f"kubectl {' '.join(args)} failed: {last}")
+    try:
+        parsed = json.loads(result.stdout)
+    except ValueError:
+        raise HpctlError(f"kubectl {' '.join(args)} printed something that is not JSON") from None
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _quantity(value: Any) -> Any:
+    """A Kubernetes quantity as a number when it is a plain one (GPUs, CPUs), else as given (10Gi)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def team_usage(context: str | None) -> dict[str, list[dict[str, Any]]]:
+    """Per team namespace: each instance type and resource of its ClusterQueue with quota, use and borrowed."""
+    namespaces = kubectl_json(["get", "namespaces", "-l", f"{MANAGED_QUEUE_LABEL}=true"], context)
+    queues = {q.get("metadata", {}).get("name"): q for q in kubectl_json(["get", CLUSTER_QUEUES], context)
+              .get("items", [])}
+    usage: dict[str, list[dict[str, Any]]] = {}
+    for namespace in namespaces.get("items", []):
+        metadata = namespace.get("metadata", {})
+        queue = queues.get(cluster_queue_name(metadata.get("labels", {}).get(QUOTA_ALLOCATION_LABEL, "")))
+        rows: dict[tuple[str, str], dict[str, Any]] = {}
+        for group in (queue or {}).get("spec", {}).get("resourceGroups", []):
+            for flavor in group.get("flavors", []):
+                for resource in flavor.get("resources", []):
+                    rows[(flavor.get("name"), resource.get("name"))] = {
+                        "instance_type": flavor.get("name"), "resource": resource.get("name"),
+                        "quota": _quantity(resource.get("nominalQuota")), "used": 0, "borrowed": 0}
+        for flavor in (queue or {}).get("status", {}).get("flavorsUsage", []):
+            for resource in flavor.get("resources", []):
+                row = rows.setdefault((flavor.get("name"), resource.get("name")), {
+                    "instance_type": flavor.get("name"), "resource": resource.get("name"), "quota": None})
+                row["used"] = _quantity(resource.get("total", 0))
+                row["borrowed"] = _quantity(resource.get("borrowed", 0))
+        usage[metadata.get("name", "?")] = [rows[k] for k in sorted(rows, key=str)] if queue else []
+    return usage
 
 
 def _iter_quotas(sagemaker: Any, cluster_arn: str) -> list[dict[str, Any]]:
@@ -91,9 +162,11 @@ def cmd_quotas(args: argparse.Namespace, t: Target, clients: Any) -> int:
     desc = api.describe_cluster(sm, t.cluster)
     teams = sorted((_team_record(q) for q in _iter_quotas(sm, desc["ClusterArn"])), key=lambda r: r["team"] or "")
     types = _by_instance_type(desc.get("InstanceGroups", []), teams)
+    usage = team_usage(args.kube_context) if args.usage else None
     if args.json:
         print_json({"cluster": desc.get("ClusterName"), "arn": desc["ClusterArn"], "teams": teams,
-                    "instance_types": types, "usage": None, "usage_not_shown": USAGE_NOT_SHOWN})
+                    "instance_types": types, "usage": usage,
+                    **({} if usage is not None else {"usage_not_shown": USAGE_NOT_SHOWN})})
         return EXIT_OK
     print_table(
         ["TEAM", "NAMESPACE", "QUOTA", "WEIGHT", "SHARING", "BORROW%", "PREEMPT", "STATUS"],
@@ -110,18 +183,31 @@ def cmd_quotas(args: argparse.Namespace, t: Target, clients: Any) -> int:
     print()
     print_table(["TYPE", "CURRENT", "TARGET", "RESERVED"],
                 [[r["instance_type"], r["current"], r["target"], r["reserved"]] for r in types])
+    if usage is not None:
+        print()
+        print_table(["NAMESPACE", "TYPE", "RESOURCE", "QUOTA", "USED", "BORROWED"],
+                    [[namespace, row["instance_type"], row["resource"], row["quota"], row["used"], row["borrowed"]]
+                     for namespace, rows in sorted(usage.items()) for row in rows]
+                    + [[namespace, "-", "-", "-", "-", "no ClusterQueue"]
+                       for namespace, rows in sorted(usage.items()) if not rows])
     for r in teams:
         if r["failure_reason"]:
             print(f"{r['team']}: {r['failure_reason']}", file=sys.stderr)
-    print(f"{len(teams)} team quota(s); {USAGE_NOT_SHOWN}", file=sys.stderr)
+    print(f"{len(teams)} team quota(s)" + ("" if usage is not None else f"; {USAGE_NOT_SHOWN}"), file=sys.stderr)
     return EXIT_OK
 
 
 def register(sub: Any) -> None:
-    add_command(
+    p = add_command(
         sub,
         "quotas",
         cmd_quotas,
-        "task governance: each team's compute quota, sharing and status, and the instances reserved per type",
-        "hpctl quotas --json",
+        "task governance: each team's compute quota, sharing and status, and the instances reserved per type; "
+        "with --usage each team's use (Kueue's ClusterQueues, read with kubectl)",
+        "hpctl quotas --usage --kube-context hyperpod-dev",
     )
+    p.add_argument("--usage", action="store_true",
+                   help="also show each team's quota, use and borrowing per instance type and resource, from the "
+                        "cluster's Kueue ClusterQueues (needs kubectl and access to the EKS endpoint)")
+    p.add_argument("--kube-context", metavar="CONTEXT",
+                   help="the kubeconfig context of the EKS cluster for --usage (default: the current context)")

@@ -119,3 +119,108 @@ def test_quotas_count_a_flexible_groups_nodes_per_type(run) -> None:
         {"instance_type": "ml.g5.12xlarge", "current": 1, "target": 0, "reserved": 0},
         {"instance_type": "ml.g5.8xlarge", "current": 5, "target": 3, "reserved": 0},
     ]
+
+
+# --- --usage: each team's ClusterQueue, read with kubectl ------------------------------------------------------
+
+# A team's namespace and ClusterQueue as task governance creates them, in the shapes AWS's HyperPod CLI reads
+# (aws/sagemaker-hyperpod-cli@011ca927: test/unit_tests/test_cluster.py, _generate_get_cluster_queue_response).
+NAMESPACES = {"kind": "NamespaceList", "items": [
+    {"metadata": {"name": "hyperpod-ns-research", "labels": {
+        "sagemaker.amazonaws.com/sagemaker-managed-queue": "true",
+        "sagemaker.amazonaws.com/quota-allocation-id": "research"}}},
+    {"metadata": {"name": "hyperpod-ns-product", "labels": {
+        "sagemaker.amazonaws.com/sagemaker-managed-queue": "true",
+        "sagemaker.amazonaws.com/quota-allocation-id": "product"}}},
+]}
+CLUSTER_QUEUES = {"kind": "ClusterQueueList", "items": [
+    {"kind": "ClusterQueue", "metadata": {"name": "hyperpod-ns-research-clusterqueue"},
+     "spec": {"resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [
+         {"name": "ml.g5.8xlarge", "resources": [{"name": "cpu", "nominalQuota": 64},
+                                                 {"name": "memory", "nominalQuota": "256Gi"},
+                                                 {"name": "nvidia.com/gpu", "nominalQuota": 2}]}]}]},
+     "status": {"flavorsUsage": [{"name": "ml.g5.8xlarge", "resources": [
+         {"name": "cpu", "total": 40, "borrowed": 0}, {"name": "memory", "total": "120Gi", "borrowed": "0"},
+         {"name": "nvidia.com/gpu", "total": 3, "borrowed": 1}]}]}},
+    {"kind": "ClusterQueue", "metadata": {"name": "someone-elses-queue"}, "spec": {}},
+]}
+
+
+def _fake_kubectl(tmp_path, monkeypatch, *, exit_code: int = 0, stderr: str = "") -> list:
+    """A kubectl on PATH that answers the two reads from files and logs its arguments."""
+    import json
+    import sys
+
+    (tmp_path / "namespaces.json").write_text(json.dumps(NAMESPACES))
+    (tmp_path / "queues.json").write_text(json.dumps(CLUSTER_QUEUES))
+    log = tmp_path / "calls.jsonl"
+    script = tmp_path / "bin" / "kubectl"
+    script.parent.mkdir()
+    script.write_text(f"""#!{sys.executable}
+import json, sys
+with open({str(log)!r}, "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+if {exit_code}:
+    sys.stderr.write({stderr!r})
+    sys.exit({exit_code})
+name = "namespaces.json" if sys.argv[2] == "namespaces" else "queues.json"
+sys.stdout.write(open({str(tmp_path)!r} + "/" + name).read())
+""")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{script.parent}:/usr/bin:/bin")
+    return [log]
+
+
+def test_usage_reads_each_teams_cluster_queue(run, tmp_path, monkeypatch) -> None:
+    import json
+
+    (log,) = _fake_kubectl(tmp_path, monkeypatch)
+    client, stub = _stub_cluster_with([_quota("aaaaaaaaaaa1", "research", 2)])
+    code, data = run.json("quotas", "--cluster", CLUSTER, "--region", REGION, "--usage", "--kube-context", "hp",
+                          clients={"sagemaker": client})
+    assert code == 0
+    assert data["usage"]["hyperpod-ns-research"] == [
+        {"instance_type": "ml.g5.8xlarge", "resource": "cpu", "quota": 64, "used": 40, "borrowed": 0},
+        {"instance_type": "ml.g5.8xlarge", "resource": "memory", "quota": "256Gi", "used": "120Gi", "borrowed": 0},
+        {"instance_type": "ml.g5.8xlarge", "resource": "nvidia.com/gpu", "quota": 2, "used": 3, "borrowed": 1},
+    ]
+    assert data["usage"]["hyperpod-ns-product"] == []  # a namespace whose ClusterQueue is not there (yet)
+    assert "usage_not_shown" not in data
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert calls == [
+        ["get", "namespaces", "-l", "sagemaker.amazonaws.com/sagemaker-managed-queue=true", "-o", "json",
+         "--context", "hp"],
+        ["get", "clusterqueues.v1beta1.kueue.x-k8s.io", "-o", "json", "--context", "hp"],
+    ]
+
+
+def test_usage_table_shows_use_and_borrowing(run, tmp_path, monkeypatch) -> None:
+    _fake_kubectl(tmp_path, monkeypatch)
+    client, _ = _stub_cluster_with([_quota("aaaaaaaaaaa1", "research", 2)])
+    code, out, err = run("quotas", "--cluster", CLUSTER, "--region", REGION, "--usage",
+                         clients={"sagemaker": client})
+    assert code == 0
+    gpu = next(line for line in out.splitlines() if "nvidia.com/gpu" in line).split()
+    assert gpu == ["hyperpod-ns-research", "ml.g5.8xlarge", "nvidia.com/gpu", "2", "3", "1"]
+    assert "no ClusterQueue" in next(line for line in out.splitlines() if "hyperpod-ns-product" in line)
+    assert "not shown" not in err
+
+
+def test_usage_when_kubectl_cannot_reach_the_cluster_is_one_line(run, tmp_path, monkeypatch) -> None:
+    _fake_kubectl(tmp_path, monkeypatch, exit_code=1,
+                  stderr="E1203 reflector\nUnable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout\n")
+    client, _ = _stub_cluster_with([_quota("aaaaaaaaaaa1", "research", 2)])
+    code, out, err = run("quotas", "--cluster", CLUSTER, "--region", REGION, "--usage",
+                         clients={"sagemaker": client})
+    assert code == 1
+    assert err.strip().splitlines() == [
+        "hpctl: kubectl get namespaces -l sagemaker.amazonaws.com/sagemaker-managed-queue=true failed: "
+        "Unable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout"]
+
+
+def test_usage_without_kubectl_says_what_it_needs(run, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    client, _ = _stub_cluster_with([_quota("aaaaaaaaaaa1", "research", 2)])
+    code, out, err = run("quotas", "--cluster", CLUSTER, "--region", REGION, "--usage",
+                         clients={"sagemaker": client})
+    assert code == 1 and "needs kubectl on PATH" in err
