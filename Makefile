@@ -75,8 +75,9 @@ lint: $(STAMP)
 	test -f $(CHECKOV_STAMP) || { $(PYTHON) -m venv $(CHECKOV_VENV) && echo '*' > $(CHECKOV_VENV)/.gitignore \
 		&& $(CHECKOV_VENV)/bin/pip install --quiet --disable-pip-version-check checkov==$(CHECKOV_VERSION) \
 		&& touch $(CHECKOV_STAMP); }
-	$(CHECKOV_VENV)/bin/checkov -d cdk.out -d $(ALL_FEATURES_OUT) --framework cloudformation --skip-download \
-		--quiet --compact --config-file .checkov.yaml
+	for out in cdk.out $(ALL_FEATURES_OUT); do \
+		$(CHECKOV_VENV)/bin/checkov -d $$out --framework cloudformation --skip-download --quiet --compact \
+			--config-file .checkov.yaml || exit 1; done
 
 # The default config's synth against shared/bench/baseline_app (alternated runs, ratio of medians; target 1.5)
 # and the wall time of the tests (target 30 s).
