@@ -19,7 +19,8 @@ from infra.config.addons import (
     compute_quota_name,
     team_namespace,
 )
-from infra.config.app import AppConfig, load_config, parse_config, require_network, sagemaker_regions
+from infra.config.app import AppConfig, load_config, parse_config, require_network
+from infra.config.aws_lists import cluster_instance_types, sagemaker_regions
 from infra.config.base import StrictModel, refusal
 from infra.config.eks import (
     MIN_PUBLIC_ACCESS_PREFIX,
@@ -61,7 +62,6 @@ from infra.config.hyperpod import (
     VolumeEncryption,
     agent_image_override,
     agent_version,
-    cluster_instance_types,
 )
 from infra.config.network import HyperPodSubnet, NetworkConfig, az_id_prefix
 from infra.config.observability import (

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from infra.config.addons import MAX_ENTITY_NAME_LENGTH, AddonsConfig, compute_quota_name
+from infra.config.aws_lists import sagemaker_regions
 from infra.config.base import StrictModel, config_error, refusal
 from infra.config.eks import EksConfig
 from infra.config.fields import SAGEMAKER_TAG_KEY, TagKey, TagValue
@@ -19,17 +19,6 @@ from infra.config.storage import StorageConfig
 from infra.config_file import read_config_document
 from infra.errors import ConfigError
 from infra.ip_plan import ips_per_node, subnet_capacity
-
-
-@cache
-def sagemaker_regions() -> frozenset[str]:
-    import botocore.session
-
-    session = botocore.session.get_session()
-    regions: set[str] = set()
-    for partition in session.get_available_partitions():
-        regions.update(session.get_available_regions("sagemaker", partition_name=partition))
-    return frozenset(regions)
 
 
 class AppConfig(StrictModel):

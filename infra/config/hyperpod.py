@@ -4,12 +4,12 @@ acknowledgments that let a change replace or shrink the cluster."""
 from __future__ import annotations
 
 import re
-from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
+from infra.config.aws_lists import cluster_instance_types
 from infra.config.base import StrictModel, refusal
 from infra.config.fields import AzId, ExactVersion, K8sKey, K8sValue, Name63, WholeNumber, path_escapes
 
@@ -18,19 +18,6 @@ DEPENDENCIES_CHART_REVISION = "a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
 
 # Service limit on instance groups per cluster (SageMaker HyperPod quotas).
 MAX_INSTANCE_GROUPS = 20
-
-
-@cache
-def _sagemaker_model() -> Any:
-    """botocore's SageMaker service model: the API's own enums, patterns and ranges."""
-    import botocore.session
-
-    return botocore.session.get_session().get_service_model("sagemaker")
-
-
-def cluster_instance_types() -> frozenset[str]:
-    """Every instance type HyperPod accepts, as listed by the installed botocore release."""
-    return frozenset(_sagemaker_model().shape_for("ClusterInstanceType").enum)
 
 
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
