@@ -420,6 +420,8 @@ class HyperPodChecks(NagPack):
         super().__init__(scope, verbose=verbose)
         self._pack_name = PACK_NAME
         self._templates: dict[str, Template] = {}  # per template file and version: one read per synth
+        # Each stack's template file, asked of jsii once per stack rather than once per resource.
+        self._template_paths: dict[Stack, Path] = {}
 
     @builtins.property
     def name(self) -> str:
@@ -444,10 +446,12 @@ class HyperPodChecks(NagPack):
             self._apply_rule(_Finding(rule, node, outcome))  # type: ignore[arg-type]
 
     def _template(self, stack: Stack) -> Template:
-        stage = Stage.of(stack)
-        if stage is None:
-            raise TemplateNotSynthesized(f"{stack.node.path} is not in an App or Stage")
-        path = Path(stage.outdir) / stack.template_file
+        path = self._template_paths.get(stack)
+        if path is None:
+            stage = Stage.of(stack)
+            if stage is None:
+                raise TemplateNotSynthesized(f"{stack.node.path} is not in an App or Stage")
+            path = self._template_paths[stack] = Path(stage.outdir) / stack.template_file
         if not path.is_file():
             raise TemplateNotSynthesized(f"{path} does not exist: apply HyperPodChecks as a validation "
                                          "plugin (Validations.of(app).add_plugins) or synthesize first")
