@@ -242,6 +242,9 @@ def autoscaling_refusals(
         if scaled.get("Mode") != "Enable":
             continue
         after = now.get(key, {})
+        turning_off = (after.get("AutoScaling") or {}).get("Mode") != "Enable"
+        if turning_off and acknowledged_disable:
+            continue  # disabled on the cluster already: Karpenter no longer uses the NodeClasses
         for name in scaled.get("Groups", []):
             if name not in after.get("InstanceGroups", {}):
                 refusals.append((
@@ -249,7 +252,7 @@ def autoscaling_refusals(
                     "removed in the same deploy as its NodeClass and NodePool: first take it out of "
                     "hyperpod.autoscaling.instance_groups (give it an instance_count) and deploy, then remove "
                     "the group"))
-        if (after.get("AutoScaling") or {}).get("Mode") != "Enable" and not acknowledged_disable:
+        if turning_off:
             refusals.append((
                 "hyperpod.autoscaling.enabled",
                 "turning autoscaling off removes the cluster's AutoScaling setting, the node pools and the role "

@@ -117,3 +117,58 @@ def test_without_required_kinds_nothing_is_asked(helm: FakeHelm, aws: FakeAws, g
     github()
     handler.on_event(cfn_event("Create", git_properties()), None)
     assert not any(c.command == "kubectl" and "--raw" in c.args for c in helm.calls)
+
+
+def test_a_failure_other_than_not_found_fails_at_once(helm: FakeHelm, aws: FakeAws, github, clock: Clock) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["kubectl"] = (1, "", 'Error from server (Forbidden): forbidden: User "installer" cannot get path '
+                                      '"/apis/karpenter.sagemaker.amazonaws.com/v1"\n')
+    with pytest.raises(errors.ChartInstallerError, match=r"get --raw /apis/karpenter.sagemaker.amazonaws.com/v1 "
+                                                         r"failed: .*Forbidden"):
+        create()
+    assert clock.sleeps == [] and "upgrade" not in helm.commands()
+
+
+def test_an_answer_that_is_not_a_resource_list_is_refused(helm: FakeHelm, aws: FakeAws, github, clock) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["kubectl"] = (0, "[]", "")
+    with pytest.raises(errors.ChartInstallerError, match="not an APIResourceList"):
+        create()
+
+
+def test_every_discovery_request_has_its_own_time_limit(helm: FakeHelm, aws: FakeAws, github, clock) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["kubectl"] = api_server(helm, {"karpenter.sagemaker.amazonaws.com/v1": 0, "karpenter.sh/v1": 0})
+    create()
+    assert all("--request-timeout=20s" in c.args for c in helm.calls if c.command == "kubectl")
+
+
+def delete(helm: FakeHelm) -> dict[str, object]:
+    props = git_properties(RequiredKinds=json.dumps(KINDS), ReleaseName="hyperpod-karpenter-node-pools")
+    return handler.on_event(cfn_event("Delete", props, "kube-system/hyperpod-karpenter-node-pools"), None)
+
+
+def test_delete_after_the_kinds_are_gone_forgets_the_release(helm: FakeHelm, aws: FakeAws, clock) -> None:
+    # Autoscaling was disabled and HyperPod's Karpenter CRDs went with it: helm uninstall could not build the
+    # objects, so only helm's record of the release (its Secrets) is deleted.
+    aws.cluster_exists()
+    helm.results["kubectl"] = lambda: (
+        (0, "", "") if helm.calls[-1].args[1] == "delete" else
+        api_server(helm, {"karpenter.sagemaker.amazonaws.com/v1": 10**6, "karpenter.sh/v1": 0})())
+    assert delete(helm) == {"PhysicalResourceId": "kube-system/hyperpod-karpenter-node-pools"}
+    assert "uninstall" not in helm.commands()
+    (forget,) = [c.args for c in helm.calls if c.command == "kubectl" and c.args[1] == "delete"]
+    assert forget[1:8] == ["delete", "secret", "--namespace", "kube-system", "--selector",
+                           "owner=helm,name=hyperpod-karpenter-node-pools", "--ignore-not-found"]
+    assert clock.sleeps == []
+
+
+def test_delete_while_the_kinds_are_served_uninstalls(helm: FakeHelm, aws: FakeAws, clock) -> None:
+    aws.cluster_exists()
+    helm.results["kubectl"] = api_server(helm, {"karpenter.sagemaker.amazonaws.com/v1": 0, "karpenter.sh/v1": 0})
+    delete(helm)
+    assert helm.commands().count("uninstall") == 1
+    assert not any(c.command == "kubectl" and c.args[1] == "delete" for c in helm.calls)

@@ -182,6 +182,11 @@ def test_turning_autoscaling_off_is_refused_until_acknowledged(tmp_path, autosca
     assert key == "hyperpod.autoscaling.enabled"
     assert "Mode=Disable" in reason and "hyperpod.autoscaling.acknowledge_disable: true" in reason
     assert autoscaling_refusals(locked, current, acknowledged_disable=True) == []
+    # Disabled on the cluster and acknowledged: its groups may go in the same deploy (no NodeClass is in use).
+    del _cluster_entry(current)["InstanceGroups"]["cpu-burst"]
+    assert autoscaling_refusals(locked, current, acknowledged_disable=True) == []
+    assert [key for key, _ in autoscaling_refusals(locked, current, acknowledged_disable=False)] == [
+        "hyperpod.instance_groups[cpu-burst]", "hyperpod.autoscaling.enabled"]
     # Through the app's guard, with the deployed lock of the autoscaling config and the groups kept (at 0).
     project = autoscaling_synth.config.project
     write_atomically(tmp_path / f"{project}.lock.json", snapshot(autoscaling_synth.templates, project))

@@ -11,7 +11,10 @@ ResourceProperties (strings unless noted):
 --wait; "false" for charts whose workloads cannot be ready yet),
 ``Values`` (a JSON object as a string, or an object), ``Source``: ``git`` | ``oci`` | ``s3``.
 Prefer a JSON string for ``Values``: CloudFormation turns numbers and booleans nested in an object
-into strings. ``health-monitoring-agent.region`` defaults to ``Region``. Other properties (such as
+into strings. ``health-monitoring-agent.region`` defaults to ``Region``. ``RequiredKinds`` (optional, a JSON
+list of ``group/version/Kind``): kinds another party's CRDs define, waited for before the install (``kinds``:
+every 15 s, at most 8 minutes, keeping the install's reserve; any answer but NotFound fails at once); on Delete,
+when they are no longer served, only helm's record of the release is deleted. Other properties (such as
 ``ServiceToken``) are ignored.
 
 - git: ``GitRepository`` (https URL), ``GitRevision`` (a 40-hex commit SHA), ``ChartPath``.
@@ -46,9 +49,10 @@ dependencies in ``charts/``: their sha256 digests are checked against the lock a
 
 Modules, by responsibility: ``protocol`` (the requests), ``properties`` (ResourceProperties), ``deadline`` (time
 limits), ``charts`` (fetching and vendoring), ``cluster`` (EKS access), ``helm`` (the release's state, recovery,
-uninstall), ``crds``, ``process`` (running helm and kubectl), ``aws_clients``, ``errors``. The Lambda
-imports this package as ``handler`` from the root of its asset (handler ``handler.on_event``); the modules import
-each other relatively, so the same code runs as ``infra.hyperpod.chart_installer.handler`` in synth and tests.
+uninstall), ``crds``, ``kinds`` (waiting for CRD kinds), ``process`` (running helm and kubectl), ``aws_clients``,
+``errors``. The Lambda imports this package as ``handler`` from the root of its asset (handler
+``handler.on_event``); the modules import each other relatively, so the same code runs as
+``infra.hyperpod.chart_installer.handler`` in synth and tests.
 """
 
 from __future__ import annotations

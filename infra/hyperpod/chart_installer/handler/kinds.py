@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 from .deadline import CLEANUP_RESERVE_SECONDS
-from .errors import ChartInstallerError
+from .errors import ChartInstallerError, DeadlineExceededError
 from .helm import OnCluster
 from .process import log, tail
 
@@ -24,18 +24,39 @@ KINDS_POLL_SECONDS = 15
 INSTALL_RESERVE_SECONDS = 3 * 60 + CLEANUP_RESERVE_SECONDS
 
 
+# How kubectl reports the API server's 404 for a group/version it does not serve: "Error from server
+# (NotFound): the server could not find the requested resource". Any other failure (403, no route, a bad token)
+# is not worth waiting for.
+NOT_FOUND = "(NotFound)"
+# One discovery request may take this long; the wait's own limits bound the whole.
+REQUEST_TIMEOUT = "--request-timeout=20s"
+
+
 def served_kinds(on: OnCluster, group_version: str) -> set[str]:
     """The kinds the API server serves under ``group_version``; empty while it serves none (404)."""
-    result = on.kubectl(["get", "--raw", f"/apis/{group_version}"])
+    result = on.kubectl(["get", "--raw", f"/apis/{group_version}", REQUEST_TIMEOUT])
     if result.returncode != 0:
-        log(f"/apis/{group_version} is not served yet: {tail(result.stderr)}")
-        return set()
+        if NOT_FOUND in result.stderr:
+            log(f"/apis/{group_version} is not served yet")
+            return set()
+        raise ChartInstallerError(f"kubectl get --raw /apis/{group_version} failed: {tail(result.stderr)}")
     try:
         listed = json.loads(result.stdout)
     except ValueError:
-        raise ChartInstallerError(f"/apis/{group_version} answered something that is not JSON: "
-                                  f"{tail(result.stdout)}") from None
+        listed = None
+    if not isinstance(listed, dict):
+        raise ChartInstallerError(f"/apis/{group_version} answered something that is not an APIResourceList: "
+                                  f"{tail(result.stdout)}")
     return {str(r.get("kind")) for r in listed.get("resources", []) if isinstance(r, dict)}
+
+
+def missing_kinds(on: OnCluster, kinds: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (group/version, kind) pairs of ``kinds`` the API server does not serve now."""
+    return [(gv, kind) for gv, kind in kinds if kind not in served_kinds(on, gv)]
+
+
+def _names(kinds: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"{gv}/{kind}" for gv, kind in kinds)
 
 
 def wait_for_kinds(on: OnCluster, kinds: Sequence[tuple[str, str]]) -> None:
@@ -44,14 +65,17 @@ def wait_for_kinds(on: OnCluster, kinds: Sequence[tuple[str, str]]) -> None:
     started = time.monotonic()
     missing = list(kinds)
     while True:
-        missing = [(gv, kind) for gv, kind in missing if kind not in served_kinds(on, gv)]
+        missing = missing_kinds(on, missing)
         if not missing:
-            log(f"served: {', '.join(f'{gv}/{kind}' for gv, kind in kinds)}")
+            log(f"served: {_names(kinds)}")
             return
         waited = time.monotonic() - started
-        left = on.deadline.seconds_left(INSTALL_RESERVE_SECONDS)  # raises when the install's reserve is reached
-        if waited + KINDS_POLL_SECONDS > KINDS_WAIT_SECONDS or left < KINDS_POLL_SECONDS:
-            names = ", ".join(f"{gv}/{kind}" for gv, kind in missing)
-            raise ChartInstallerError(f"the cluster does not serve {names} after {waited:.0f} s; the release "
-                                      f"{on.release.physical_id} needs them (nothing was installed)")
+        try:
+            on.deadline.seconds_left(INSTALL_RESERVE_SECONDS + KINDS_POLL_SECONDS)
+        except DeadlineExceededError:
+            waited = KINDS_WAIT_SECONDS  # no time for another round: report as a timeout
+        if waited + KINDS_POLL_SECONDS > KINDS_WAIT_SECONDS:
+            raise ChartInstallerError(f"the cluster does not serve {_names(missing)} after "
+                                      f"{time.monotonic() - started:.0f} s; the release {on.release.physical_id} "
+                                      "needs them (nothing was installed)")
         time.sleep(KINDS_POLL_SECONDS)

@@ -23,7 +23,7 @@ from .helm import (
     release_revision,
     remove_failed_install,
 )
-from .kinds import wait_for_kinds
+from .kinds import missing_kinds, wait_for_kinds
 from .process import check, helm_env, log, tail
 from .properties import parse_release, parse_source, parse_values, release_to_delete
 
@@ -91,7 +91,20 @@ def uninstall(props: Mapping[str, Any], *, physical_id: str, deadline: Deadline)
         return {"PhysicalResourceId": physical_id}
     with tempfile.TemporaryDirectory(prefix="chart-installer-") as tmp:
         workdir = Path(tmp)
-        result = helm_uninstall(OnCluster(release, cluster, workdir, helm_env(workdir), deadline))
+        on = OnCluster(release, cluster, workdir, helm_env(workdir), deadline)
+        gone = missing_kinds(on, release.required_kinds) if release.required_kinds else []
+        if gone:
+            # The CRDs of the release's kinds are gone, and their objects with them; helm uninstall would fail to
+            # build those objects and leave the release "uninstalling" on every retry. Only helm's record of the
+            # release is left: the Secrets labelled owner=helm, name=<release> in its namespace (helm/helm@02ad2b1:
+            # pkg/storage/driver/secrets.go, newSecretsObject).
+            log(f"{', '.join(f'{gv}/{kind}' for gv, kind in gone)} no longer served: deleting the record of "
+                f"{release.physical_id} instead of uninstalling it")
+            forget = ["delete", "secret", "--namespace", release.namespace, "--selector",
+                      f"owner=helm,name={release.name}", "--ignore-not-found"]
+            check(on.kubectl(forget), f"kubectl delete of the release record of {release.physical_id}")
+            return {"PhysicalResourceId": physical_id}
+        result = helm_uninstall(on)
     if result.returncode != 0 and RELEASE_NOT_FOUND in result.stderr:
         log(f"release {release.physical_id} is not installed: nothing to uninstall")
     else:
