@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from typing import Any
+from urllib.parse import urlparse
 
 from hpctl import cluster as api
 from hpctl.commands.options import add_command
@@ -62,6 +63,23 @@ def _quantity(value: Any) -> Any:
         return int(value)
     except (TypeError, ValueError):
         return value
+
+
+def check_context(desc: dict[str, Any], clients: Any, context: str | None) -> None:
+    """Refuse a kube context whose API server is not this HyperPod cluster's EKS endpoint (or, for a forwarded
+    port, whose tls-server-name is not): the quotas would be read from another cluster."""
+    eks_arn = desc.get("Orchestrator", {}).get("Eks", {}).get("ClusterArn")
+    if not eks_arn:
+        return
+    eks_name = eks_arn.rsplit("/", 1)[-1]
+    endpoint = clients("eks").describe_cluster(name=eks_name)["cluster"].get("endpoint", "")
+    view = kubectl_json(["config", "view", "--minify"], context)
+    cluster = ((view.get("clusters") or [{}])[0] or {}).get("cluster", {})
+    server = str(cluster.get("server", ""))
+    hosts = {str(h).lower() for h in (urlparse(server).hostname, cluster.get("tls-server-name")) if h}
+    if (urlparse(endpoint).hostname or "").lower() not in hosts:  # host names compare without case
+        raise HpctlError(f"the kube context {context or '(current)'} points at {server or 'no server'}, not the EKS "
+                         f"cluster {eks_name} ({endpoint}): pass --kube-context, or write one with hpctl kubeconfig")
 
 
 def team_usage(context: str | None) -> dict[str, list[dict[str, Any]]]:
@@ -162,7 +180,10 @@ def cmd_quotas(args: argparse.Namespace, t: Target, clients: Any) -> int:
     desc = api.describe_cluster(sm, t.cluster)
     teams = sorted((_team_record(q) for q in _iter_quotas(sm, desc["ClusterArn"])), key=lambda r: r["team"] or "")
     types = _by_instance_type(desc.get("InstanceGroups", []), teams)
-    usage = team_usage(args.kube_context) if args.usage else None
+    usage = None
+    if args.usage:
+        check_context(desc, clients, args.kube_context)
+        usage = team_usage(args.kube_context)
     if args.json:
         print_json({"cluster": desc.get("ClusterName"), "arn": desc["ClusterArn"], "teams": teams,
                     "instance_types": types, "usage": usage,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, stubbed
 
@@ -146,13 +147,18 @@ CLUSTER_QUEUES = {"kind": "ClusterQueueList", "items": [
 ]}
 
 
-def _fake_kubectl(tmp_path, monkeypatch, *, exit_code: int = 0, stderr: str = "") -> list:
+EKS_HOST = "0123456789ABCDEF0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com"
+
+
+def _fake_kubectl(tmp_path, monkeypatch, *, exit_code: int = 0, stderr: str = "", server: dict | None = None) -> list:
     """A kubectl on PATH that answers the two reads from files and logs its arguments."""
     import json
     import sys
 
     (tmp_path / "namespaces.json").write_text(json.dumps(NAMESPACES))
     (tmp_path / "queues.json").write_text(json.dumps(CLUSTER_QUEUES))
+    (tmp_path / "kubeconfig.json").write_text(json.dumps(server or {"clusters": [{"name": "x", "cluster": {
+        "server": f"https://{EKS_HOST}"}}]}))
     log = tmp_path / "calls.jsonl"
     script = tmp_path / "bin" / "kubectl"
     script.parent.mkdir()
@@ -163,7 +169,10 @@ with open({str(log)!r}, "a") as f:
 if {exit_code}:
     sys.stderr.write({stderr!r})
     sys.exit({exit_code})
-name = "namespaces.json" if sys.argv[2] == "namespaces" else "queues.json"
+if sys.argv[1] == "config":
+    name = "kubeconfig.json"
+else:
+    name = "namespaces.json" if sys.argv[2] == "namespaces" else "queues.json"
 sys.stdout.write(open({str(tmp_path)!r} + "/" + name).read())
 """)
     script.chmod(0o755)
@@ -224,3 +233,39 @@ def test_usage_without_kubectl_says_what_it_needs(run, tmp_path, monkeypatch) ->
     code, out, err = run("quotas", "--cluster", CLUSTER, "--region", REGION, "--usage",
                          clients={"sagemaker": client})
     assert code == 1 and "needs kubectl on PATH" in err
+
+
+def _stub_orchestrated(eks_host: str):
+    """DescribeCluster with its EKS orchestrator, and EKS's DescribeCluster of it (botocore's shapes)."""
+    eks_arn = f"arn:aws:eks:{REGION}:123456789012:cluster/hp-eks"
+    client, stub = stubbed("sagemaker")
+    stub.add_response("describe_cluster", cluster_description(Orchestrator={"Eks": {"ClusterArn": eks_arn}}),
+                      {"ClusterName": CLUSTER})
+    stub.add_response("list_compute_quotas", {"ComputeQuotaSummaries": []},
+                      {"ClusterArn": CLUSTER_ARN, "MaxResults": 100})
+    eks, eks_stub = stubbed("eks")
+    eks_stub.add_response("describe_cluster", {"cluster": {"name": "hp-eks", "arn": eks_arn,
+                                                           "endpoint": f"https://{eks_host}"}}, {"name": "hp-eks"})
+    return {"sagemaker": client, "eks": eks}
+
+
+def test_usage_refuses_a_context_of_another_cluster(run, tmp_path, monkeypatch) -> None:
+    _fake_kubectl(tmp_path, monkeypatch, server={"clusters": [{"name": "other", "cluster": {
+        "server": "https://FFFF.gr7.us-west-2.eks.amazonaws.com"}}]})
+    code, out, err = run("quotas", "--cluster", CLUSTER, "--region", REGION, "--usage", "--kube-context", "other",
+                         clients=_stub_orchestrated(EKS_HOST))
+    assert code == 1
+    assert "the kube context other points at https://FFFF.gr7" in err and "not the EKS cluster hp-eks" in err
+
+
+def test_usage_accepts_the_clusters_endpoint_or_a_forwarded_port_to_it(run, tmp_path, monkeypatch) -> None:
+    for n, server in enumerate(({"server": f"https://{EKS_HOST}"},
+                                {"server": "https://localhost:8443", "tls-server-name": EKS_HOST})):
+        here = tmp_path / str(n)
+        here.mkdir()
+        with monkeypatch.context() as patch:
+            _fake_kubectl(here, patch, server={"clusters": [{"name": "c", "cluster": server}]})
+            code, out, err = run("quotas", "--cluster", CLUSTER, "--region", REGION, "--usage", "--json",
+                                 clients=_stub_orchestrated(EKS_HOST))
+        assert code == 0, err
+        assert "hyperpod-ns-research" in json.loads(out)["usage"]
