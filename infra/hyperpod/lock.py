@@ -115,7 +115,11 @@ def _autoscaled_groups(templates: Templates) -> list[str]:
                 except ValueError:
                     parsed = None
                 groups = parsed.get("instanceGroups") if isinstance(parsed, dict) else None
-                return sorted(g for g in groups or [] if isinstance(g, str))
+                if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+                    # The guard would lose track of the groups Karpenter scales: never guess.
+                    raise ConfigError("replacement lock", str(values)[:80],
+                                      f"cannot read the instance groups of the {NODE_POOLS_RELEASE_NAME} release")
+                return sorted(groups)
     return []
 
 

@@ -161,6 +161,17 @@ def test_the_lock_records_the_mode_and_the_groups_karpenter_scales(default_synth
     assert "AutoScaling" not in _cluster_entry(snapshot(default_synth.templates, "p"))  # default lock unchanged
 
 
+def test_unreadable_node_pool_values_are_refused_not_guessed(autoscaling_synth):
+    templates = json.loads(json.dumps(autoscaling_synth.templates))
+    for template in templates.values():
+        for resource in template["Resources"].values():
+            if resource["Type"] == "Custom::HyperPodHelmRelease" and \
+                    resource["Properties"]["ReleaseName"] == "hyperpod-karpenter-node-pools":
+                resource["Properties"]["Values"] = {"Fn::Join": ["", ["{", "}"]]}
+    with pytest.raises(ConfigError, match="cannot read the instance groups of the hyperpod-karpenter-node-pools"):
+        snapshot(templates, "p")
+
+
 def test_a_group_leaves_its_node_pool_before_it_leaves_the_cluster(autoscaling_synth):
     locked = snapshot(autoscaling_synth.templates, "p")
     current = json.loads(json.dumps(locked))
