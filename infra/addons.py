@@ -43,17 +43,25 @@ S3_BUCKET_ACTIONS = ["s3:ListBucket"]
 S3_OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"]
 
 
-def _association(scope: Construct, *, cluster_name: str, namespace: str, service_account: str,
-                 role: iam.IRole) -> eks_l1.CfnPodIdentityAssociation:
+def _pod_identity_addon(scope: Construct, *, addon_name: str, cluster_name: str, namespace: str,
+                        service_account: str, role: iam.IRole) -> tuple[eks_l1.CfnPodIdentityAssociation,
+                                                                         eks_l1.CfnAddon]:
+    """The add-on ``addon_name``, created after a Pod Identity association of ``namespace/service_account`` with
+    ``role`` (construct IDs "PodIdentityAssociation" and "Addon" in ``scope``)."""
     # A Pod Identity association of its own rather than the add-on's PodIdentityAssociations: EKS accepts those
     # only when the add-on version declares that it needs IAM permissions, and version v1.2.1-eksbuild.1 of the
     # training operator stopped declaring it (CreateAddon then fails: "Pod Identity feature is not supported
     # for addon version"), per the comment in AWS's Terraform module cited above (issue
     # awslabs/awsome-distributed-training#1075). A separate association works whatever the add-on declares.
-    return eks_l1.CfnPodIdentityAssociation(
+    association = eks_l1.CfnPodIdentityAssociation(
         scope, "PodIdentityAssociation", cluster_name=cluster_name, namespace=namespace,
         service_account=service_account, role_arn=role.role_arn,
     )
+    addon = eks_l1.CfnAddon(scope, "Addon", addon_name=addon_name, cluster_name=cluster_name,
+                            resolve_conflicts="OVERWRITE", preserve_on_delete=False)
+    # The controller has credentials from its first start.
+    addon.add_resource_dependency(association)
+    return association, addon
 
 
 class TrainingOperator(Construct):
@@ -88,14 +96,10 @@ class TrainingOperator(Construct):
                                f"{TRAINING_OPERATOR_POLICY}]",
                     "AWS maintains this policy for the training operator's controller as the operator gains "
                     "features; AWS's Terraform module and console install attach the same policy")
-        self.association = _association(self, cluster_name=cluster_name, namespace=TRAINING_OPERATOR_NAMESPACE,
-                                        service_account=TRAINING_OPERATOR_SERVICE_ACCOUNT, role=self.role)
-        self.addon = eks_l1.CfnAddon(
-            self, "Addon", addon_name=TRAINING_OPERATOR_ADDON, cluster_name=cluster_name,
-            resolve_conflicts="OVERWRITE", preserve_on_delete=False,
-        )
-        # The controller has credentials from its first start; its webhook certificates come from cert-manager.
-        self.addon.add_resource_dependency(self.association)
+        self.association, self.addon = _pod_identity_addon(
+            self, addon_name=TRAINING_OPERATOR_ADDON, cluster_name=cluster_name,
+            namespace=TRAINING_OPERATOR_NAMESPACE, service_account=TRAINING_OPERATOR_SERVICE_ACCOUNT, role=self.role)
+        # Its webhook certificates come from cert-manager.
         if self.cert_manager is not None:
             self.addon.add_resource_dependency(self.cert_manager)
 
@@ -130,12 +134,8 @@ class S3CsiDriver(Construct):
         for resource in objects:
             acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{resource}]",
                         "every object of a bucket the config lists for mounting: a volume shows the whole bucket")
-        self.association = _association(self, cluster_name=cluster_name, namespace=S3_CSI_NAMESPACE,
-                                        service_account=S3_CSI_SERVICE_ACCOUNT, role=self.role)
-        self.addon = eks_l1.CfnAddon(
-            self, "Addon", addon_name=S3_CSI_ADDON, cluster_name=cluster_name,
-            resolve_conflicts="OVERWRITE", preserve_on_delete=False,
-        )
-        self.addon.add_resource_dependency(self.association)
+        self.association, self.addon = _pod_identity_addon(
+            self, addon_name=S3_CSI_ADDON, cluster_name=cluster_name, namespace=S3_CSI_NAMESPACE,
+            service_account=S3_CSI_SERVICE_ACCOUNT, role=self.role)
         # The association needs the policy in place before the driver first calls S3.
         self.addon.node.add_dependency(self.policy)

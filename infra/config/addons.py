@@ -121,6 +121,13 @@ class TeamConfig(StrictModel):
         return value
 
 
+def _refuse_repeat(names: list[str], key: str, reason: str) -> None:
+    """Refuse the first name listed again, under ``key`` formatted with its position."""
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise refusal(key.format(i), name, reason)
+
+
 class TaskGovernanceConfig(StrictModel):
     """HyperPod task governance: the add-on, the cluster's scheduler policy and one quota per team."""
 
@@ -138,19 +145,13 @@ class TaskGovernanceConfig(StrictModel):
     @field_validator("priority_classes")
     @classmethod
     def _distinct_classes(cls, classes: list[PriorityClass]) -> list[PriorityClass]:
-        names = [c.name for c in classes]
-        for i, name in enumerate(names):
-            if name in names[:i]:
-                raise refusal(f"{i}.name", name, "priority class listed twice")
+        _refuse_repeat([c.name for c in classes], "{}.name", "priority class listed twice")
         return classes
 
     @field_validator("teams")
     @classmethod
     def _distinct_teams(cls, teams: list[TeamConfig]) -> list[TeamConfig]:
-        names = [t.name for t in teams]
-        for i, name in enumerate(names):
-            if name in names[:i]:
-                raise refusal(f"{i}.name", name, "team listed twice (a team has one quota)")
+        _refuse_repeat([t.name for t in teams], "{}.name", "team listed twice (a team has one quota)")
         return teams
 
 
@@ -173,8 +174,7 @@ class S3CsiConfig(StrictModel):
             if not re.match(S3_BUCKET_ARN, arn):
                 raise refusal(str(i), arn, "not the ARN of a general purpose S3 bucket (arn:aws:s3:::bucket-name, "
                                            "no object path)")
-            if arn in value[:i]:
-                raise refusal(str(i), arn, "listed twice")
+        _refuse_repeat(value, "{}", "listed twice")
         return value
 
     @model_validator(mode="after")

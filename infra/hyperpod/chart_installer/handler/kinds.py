@@ -2,8 +2,11 @@
 
 A chart of custom objects (the Karpenter node pools) can only be installed once the CRDs that define their kinds
 exist, and another party installs those (HyperPod, once the cluster's autoscaling is on). The API server lists
-what a group/version serves at ``/apis/<group>/<version>`` (an APIResourceList whose ``resources`` carry each
-``kind``; https://kubernetes.io/docs/reference/using-api/api-concepts/), answering 404 until the group exists.
+what a group/version serves at ``/apis/<group>/<version>``: an APIResourceList, "the resources supported in a
+specific group and version", each with its ``kind`` (the Kubernetes OpenAPI type as generated in
+kubernetes-client/javascript@8151bff:src/gen/model/v1APIResourceList.ts; client-go's discovery reads it with
+ServerResourcesForGroupVersion). A group/version nobody serves answers 404 (not read in the API server's source
+here; the tests fake it).
 """
 
 from __future__ import annotations
@@ -24,11 +27,12 @@ KINDS_POLL_SECONDS = 15
 INSTALL_RESERVE_SECONDS = 3 * 60 + CLEANUP_RESERVE_SECONDS
 
 
-# How kubectl reports the API server's 404 for a group/version it does not serve: "Error from server
-# (NotFound): the server could not find the requested resource". Any other failure (403, no route, a bad token)
-# is not worth waiting for.
+# How kubectl reports an API error: "Error from server (%s): %s" with the status reason (kubectl's
+# pkg/cmd/util/helpers.go, StandardErrorMessage), so NotFound for a 404. Any other failure (403, no route, a bad
+# token) is not worth waiting for.
 NOT_FOUND = "(NotFound)"
-# One discovery request may take this long; the wait's own limits bound the whole.
+# One discovery request may take this long (kubectl's global --request-timeout, "0" by default: no limit, per
+# kubernetes/kubernetes#103619); the wait's own limits bound the whole.
 REQUEST_TIMEOUT = "--request-timeout=20s"
 
 
