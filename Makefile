@@ -57,7 +57,7 @@ test: $(STAMP)
 CHECKOV_VERSION := 3.3.30
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
-# cfn-lint findings accepted on purpose; the reason for each is in tests/stacks/test_nag_and_lint.py.
+# cfn-lint findings accepted on purpose; the reason for each is in tests/template_lint.py.
 CFN_LINT_IGNORED := W3005
 SHELL_SCRIPTS = $(wildcard lifecycle_scripts/*.sh)
 # Every feature on at once (config/all-features.yaml): linted beside $(CONFIG), into its own output directory.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import importlib.util
 import json
 import os
@@ -17,6 +18,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+# libyaml's safe loader where PyYAML was built with it (the same documents, several times faster).
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _use_wheel_node() -> None:
@@ -30,7 +33,28 @@ def _use_wheel_node() -> None:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
+def _share_botocore_loader() -> None:
+    """One botocore data loader per test process, as hpctl's own sessions share one (hpctl/aws.py: loader()).
+
+    moto's mock_aws starts each test without boto3's default session, and each new botocore session would parse
+    the service models and endpoints.json again (about 0.5 s a test). The files do not change during a run and
+    botocore's loader already hands the same parsed dicts to every client of a session.
+    """
+    import botocore.loaders
+    import botocore.session
+
+    loaders: dict[str | None, botocore.loaders.Loader] = {}
+
+    def shared_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        if search_path_string not in loaders:
+            loaders[search_path_string] = botocore.loaders.create_loader(search_path_string)
+        return loaders[search_path_string]
+
+    botocore.session.create_loader = shared_loader  # type: ignore[attr-defined]
+
+
 _use_wheel_node()
+_share_botocore_loader()
 sys.path.insert(0, str(ROOT))
 
 # The CDK is imported where an app is built: the xdist controller loads this file too, and importing aws_cdk
@@ -39,26 +63,27 @@ if TYPE_CHECKING:
     from infra.config import AppConfig
     from stacks.app_builder import HyperPodApp
 
-# Fixtures that synthesize an app (or lint what others synthesized), each with the xdist group of the tests
-# that use it: under `--dist loadgroup` (pyproject) a group runs in one worker, so each is built once per run.
-# default_synth is in no group: nearly every module reads it, and each worker builds its own copy rather than
-# leave the other idle. Grouping only decides where a test runs; a test outside its group still passes.
+# Fixtures that synthesize an app, each with the xdist group of the tests that use it: under `--dist loadgroup`
+# (pyproject) a group runs in one worker, so each variant is built once per run. Groups are kept small so the two
+# workers stay evenly loaded; a test that needs two variants puts both in one group (all_features and fsx: the
+# design table's cover test). default_synth is in no group: nearly every module reads it, and each worker builds
+# its own copy rather than leave the other idle. Grouping only decides where a test runs; a test outside its
+# group still passes.
 XDIST_GROUPS: dict[str, str] = {
+    "all_features_synth": "full",
+    "fsx_synth": "full",
     "variant_synth": "variant",
-    "byo_synth": "variant",
-    "group_removed_synth": "variant",
-    "group_features_synth": "variant",
-    "governance_synth": "variant",
-    "rolling_update_synth": "variant",
-    "addons_synth": "variant",
-    "all_features_synth": "variant",
-    "cfn_lint_findings": "variant",  # lints the templates of every variant in tests/stacks/test_nag_and_lint.py
+    "byo_synth": "byo",
+    "group_removed_synth": "variant",  # the variant less a group: compared with it
+    "group_features_synth": "group-features",
+    "governance_synth": "variant",  # on the variant: its other stacks are compared with the variant's
+    "rolling_update_synth": "rolling-update",
+    "addons_synth": "addons",
     "routine_synth": "routine",
     "observability_minimal_synth": "observability-minimal",
     "observability_rest_off_synth": "observability-rest-off",
     "admin_retention_synth": "admin-retention",
     "destroy_data_synth": "destroy-data",
-    "fsx_synth": "fsx",
     "autoscaling_synth": "autoscaling",
     "consumer": "consumer",
     "report": "nag-pack-fixtures",  # tests/safety/test_nag_pack.py: one app of every rule's fixtures
@@ -131,8 +156,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return GroupScheduling(config, log)
 
 
+@functools.cache
+def _default_config_data_parsed() -> dict[str, Any]:
+    return yaml.load((ROOT / "config" / "default.yaml").read_text(), Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader
+
+
 def default_config_data() -> dict[str, Any]:
-    return yaml.safe_load((ROOT / "config" / "default.yaml").read_text())
+    """A fresh copy of config/default.yaml's data (parsed once: about 50 test modules read it at import)."""
+    return copy.deepcopy(_default_config_data_parsed())
 
 
 def cdk_json_context() -> dict[str, Any]:
@@ -153,23 +184,35 @@ class Synthesized:
         return {k: v for k, v in self.template(part)["Resources"].items() if v["Type"] == cfn_type}
 
 
-def synthesize(config: AppConfig, outdir: Path) -> Synthesized:
+def synthesize(config: AppConfig, outdir: Path, *, stage_assets: bool = False) -> Synthesized:
+    """Build and synthesize the app for ``config`` into ``outdir``.
+
+    Assets are staged (copied into ``outdir``) only when ``stage_assets``: the templates are the same either way
+    (an asset's hash comes from its source), and the two Lambda layers alone are 57 MB to copy for each synth.
+    The fixtures whose tests read staged files pass True.
+    """
     from aws_cdk import App
 
     from stacks.app_builder import build_app
 
-    app = App(context=cdk_json_context(), outdir=str(outdir))
+    context = cdk_json_context()
+    if not stage_assets:
+        # What `cdk synth --no-staging` sets (aws-cdk CLI 2.1148.1 lib/index.js; aws-cdk-lib 2.275.0 reads it in
+        # core/lib/asset-staging.js stagingDisabled).
+        context["aws:cdk:disable-asset-staging"] = True
+    app = App(context=context, outdir=str(outdir))
     built = build_app(app, config)
     assembly = app.synth()
     templates = {stack.stack_name: stack.template for stack in assembly.stacks}
     return Synthesized(config=config, app=built, outdir=outdir, templates=templates)
 
 
-def synthesize_variant(factory: pytest.TempPathFactory, name: str, data: dict[str, Any]) -> Synthesized:
+def synthesize_variant(factory: pytest.TempPathFactory, name: str, data: dict[str, Any], *,
+                       stage_assets: bool = False) -> Synthesized:
     """Validate ``data`` as config ``name`` and synthesize the app into a fresh directory."""
     from infra.config import parse_config
 
-    return synthesize(parse_config(data, name), factory.mktemp(f"cdk-{name}"))
+    return synthesize(parse_config(data, name), factory.mktemp(f"cdk-{name}"), stage_assets=stage_assets)
 
 
 def mutate(changes: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -200,7 +243,7 @@ def routine_change(data: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def default_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize_variant(tmp_path_factory, "default", default_config_data())
+    return synthesize_variant(tmp_path_factory, "default", default_config_data(), stage_assets=True)
 
 
 # A second, fuller variant: single NAT, closed-network endpoints, public endpoint with an allow-list,
@@ -364,7 +407,7 @@ def addons_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 
 @pytest.fixture(scope="session")
 def fsx_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize_variant(tmp_path_factory, "fsx", fsx_config_data())
+    return synthesize_variant(tmp_path_factory, "fsx", fsx_config_data(), stage_assets=True)
 
 
 # Task governance on, on the fuller variant (two instance types): two teams on the GPU group, one on the CPU

@@ -162,10 +162,11 @@ def test_region_comes_from_the_config(config_file: Path) -> None:
 
 
 def test_clients_use_retries_with_backoff() -> None:
-    # botocore stores max_attempts (retries) as total_max_attempts (first try + retries)
-    assert RETRY_CONFIG.retries == {"mode": "adaptive", "total_max_attempts": 5}
     client = Clients(REGION)("sagemaker")
-    assert client.meta.config.retries["mode"] == "adaptive"
+    # botocore turns max_attempts (retries) into total_max_attempts (first try + retries) when it makes the first
+    # client of the config, in place: so the shared config is read only after a client was made.
+    assert client.meta.config.retries == {"mode": "adaptive", "total_max_attempts": 5}
+    assert RETRY_CONFIG.retries == {"mode": "adaptive", "total_max_attempts": 5}
     assert client.meta.region_name == REGION
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from aws_cdk import CfnResource, Stack
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, Synthesized
 
 DESIGN = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
 VARIANTS = ["default_synth", "variant_synth", "fsx_synth", "byo_synth", "group_features_synth",
@@ -47,33 +47,54 @@ def _builder(resource: CfnResource) -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def built(request) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+_BUILT: dict[Path, tuple[dict[str, set[str]], dict[str, set[str]]]] = {}  # by synth output directory
+
+
+def _built(synth: Synthesized) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """The resource types each module of this library builds in ``synth``, and those each stack singleton adds."""
+    if synth.outdir not in _BUILT:
+        _BUILT[synth.outdir] = _walk(synth)
+    return _BUILT[synth.outdir]
+
+
+def _walk(synth: Synthesized) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     by_module: dict[str, set[str]] = defaultdict(set)
     by_singleton: dict[str, set[str]] = defaultdict(set)
-    for name in VARIANTS:
-        for stack in request.getfixturevalue(name).app.stacks:
-            for construct in stack.node.find_all():
-                if isinstance(construct, CfnResource):
-                    module = _builder(construct)
-                    if module is not None:
-                        by_module[module].add(construct.cfn_resource_type)
-                    else:
-                        top = construct.node.scopes[2].node.id
-                        key = next((k for k in SINGLETONS if top.startswith(k.rstrip("…"))), top)
-                        by_singleton[key].add(construct.cfn_resource_type)
+    for stack in synth.app.stacks:
+        for construct in stack.node.find_all():
+            if isinstance(construct, CfnResource):
+                module = _builder(construct)
+                if module is not None:
+                    by_module[module].add(construct.cfn_resource_type)
+                else:
+                    top = construct.node.scopes[2].node.id
+                    key = next((k for k in SINGLETONS if top.startswith(k.rstrip("…"))), top)
+                    by_singleton[key].add(construct.cfn_resource_type)
     return by_module, by_singleton
 
 
-def test_each_module_row_lists_exactly_the_types_it_builds(built):
-    by_module, _ = built
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_module_builds_only_what_its_row_lists(request, variant):
+    by_module, by_singleton = _built(request.getfixturevalue(variant))
+    assert {m: sorted(t - MODULES.get(m, set())) for m, t in by_module.items() if t - MODULES.get(m, set())} == {}
+    assert {k: sorted(t - SINGLETONS.get(k, set())) for k, t in by_singleton.items()
+            if t - SINGLETONS.get(k, set())} == {}
+
+
+def test_each_row_lists_exactly_the_types_its_module_builds(all_features_synth, fsx_synth):
+    """Every optional feature is on in all-features.yaml; the FSx variant adds the S3 data repository link
+    (all-features keeps the file system's backups, which FSx does not allow on a linked one)."""
+    by_module: dict[str, set[str]] = defaultdict(set)
+    by_singleton: dict[str, set[str]] = defaultdict(set)
+    for synth in (all_features_synth, fsx_synth):
+        modules, singletons = _built(synth)
+        for name, types in modules.items():
+            by_module[name] |= types
+        for name, types in singletons.items():
+            by_singleton[name] |= types
     assert {m: sorted(t) for m, t in by_module.items()} == {m: sorted(t) for m, t in MODULES.items()}
     for module in MODULES:
         assert (ROOT / module).is_file(), module
-
-
-def test_the_only_unenclosed_resources_are_the_listed_stack_singletons(built):
-    _, by_singleton = built
     assert {k: sorted(v) for k, v in by_singleton.items()} == {k: sorted(v) for k, v in SINGLETONS.items()}
     section = DESIGN.split("| stack-level construct |", 1)[1]
     for requester in re.findall(r"\| `(infra/[^`]+)` \|", section):

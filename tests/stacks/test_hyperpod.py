@@ -77,73 +77,73 @@ def test_cluster_waits_for_the_chart_and_the_scripts(default_synth):
     assert any(resources[d]["Type"] == "Custom::CDKBucketDeployment" for d in depends)
 
 
-def test_cluster_properties_satisfy_the_create_cluster_api(default_synth, variant_synth, group_features_synth,
-                                                           governance_synth, rolling_update_synth, addons_synth,
-                                                           autoscaling_synth, all_features_synth):
+@pytest.mark.parametrize("variant", ["default_synth", "variant_synth", "group_features_synth", "governance_synth",
+                                     "rolling_update_synth", "addons_synth", "autoscaling_synth",
+                                     "all_features_synth"])
+def test_cluster_properties_satisfy_the_create_cluster_api(request, variant):
     """Validate against botocore's CreateCluster model: patterns, ranges and enums of every field we set."""
     import botocore.session
 
+    synth = request.getfixturevalue(variant)
     model = botocore.session.get_session().get_service_model("sagemaker")
-    request = model.operation_model("CreateCluster").input_shape
-    group_shape = request.members["InstanceGroups"].member
-    for synth in (default_synth, variant_synth, group_features_synth, governance_synth, rolling_update_synth,
-                  addons_synth, autoscaling_synth, all_features_synth):
-        props = _cluster(synth)[1]["Properties"]
-        name_shape = request.members["ClusterName"]
-        assert re.fullmatch(name_shape.metadata["pattern"], props["ClusterName"])
-        assert props["NodeRecovery"] in request.members["NodeRecovery"].enum
-        assert props["NodeProvisioningMode"] in request.members["NodeProvisioningMode"].enum
-        if "TieredStorageConfig" in props:
-            tiered = request.members["TieredStorageConfig"]
-            assert set(props["TieredStorageConfig"]) <= set(tiered.members)
-            assert props["TieredStorageConfig"]["Mode"] in tiered.members["Mode"].enum
-            share = tiered.members["InstanceMemoryAllocationPercentage"].metadata
-            assert share["min"] <= props["TieredStorageConfig"]["InstanceMemoryAllocationPercentage"] <= share["max"]
-        if "AutoScaling" in props:
-            autoscaling = request.members["AutoScaling"]
-            assert set(props["AutoScaling"]) <= set(autoscaling.members)
-            assert set(autoscaling.required_members) <= set(props["AutoScaling"])
-            for key, value in props["AutoScaling"].items():
-                assert value in autoscaling.members[key].enum
-            assert "ClusterRole" in props
-        for group in props["InstanceGroups"]:
-            members = group_shape.members
-            assert re.fullmatch(members["InstanceGroupName"].metadata["pattern"], group["InstanceGroupName"])
-            # One of InstanceType and InstanceRequirements, never both (botocore's InstanceRequirements docs).
-            assert ("InstanceType" in group) != ("InstanceRequirements" in group), group["InstanceGroupName"]
-            if "InstanceType" in group:
-                assert group["InstanceType"] in members["InstanceType"].enum
+    create = model.operation_model("CreateCluster").input_shape
+    group_shape = create.members["InstanceGroups"].member
+    props = _cluster(synth)[1]["Properties"]
+    name_shape = create.members["ClusterName"]
+    assert re.fullmatch(name_shape.metadata["pattern"], props["ClusterName"])
+    assert props["NodeRecovery"] in create.members["NodeRecovery"].enum
+    assert props["NodeProvisioningMode"] in create.members["NodeProvisioningMode"].enum
+    if "TieredStorageConfig" in props:
+        tiered = create.members["TieredStorageConfig"]
+        assert set(props["TieredStorageConfig"]) <= set(tiered.members)
+        assert props["TieredStorageConfig"]["Mode"] in tiered.members["Mode"].enum
+        share = tiered.members["InstanceMemoryAllocationPercentage"].metadata
+        assert share["min"] <= props["TieredStorageConfig"]["InstanceMemoryAllocationPercentage"] <= share["max"]
+    if "AutoScaling" in props:
+        autoscaling = create.members["AutoScaling"]
+        assert set(props["AutoScaling"]) <= set(autoscaling.members)
+        assert set(autoscaling.required_members) <= set(props["AutoScaling"])
+        for key, value in props["AutoScaling"].items():
+            assert value in autoscaling.members[key].enum
+        assert "ClusterRole" in props
+    for group in props["InstanceGroups"]:
+        members = group_shape.members
+        assert re.fullmatch(members["InstanceGroupName"].metadata["pattern"], group["InstanceGroupName"])
+        # One of InstanceType and InstanceRequirements, never both (botocore's InstanceRequirements docs).
+        assert ("InstanceType" in group) != ("InstanceRequirements" in group), group["InstanceGroupName"]
+        if "InstanceType" in group:
+            assert group["InstanceType"] in members["InstanceType"].enum
+        else:
+            requirements = members["InstanceRequirements"]
+            assert set(group["InstanceRequirements"]) <= set(requirements.members)
+            types = group["InstanceRequirements"]["InstanceTypes"]
+            listed = requirements.members["InstanceTypes"]
+            assert listed.metadata["min"] <= len(types) <= listed.metadata["max"]
+            assert set(types) <= set(listed.member.enum) and len(set(types)) == len(types)
+        count = members["InstanceCount"].metadata
+        assert count["min"] <= group["InstanceCount"] <= count.get("max", 6758)
+        assert members["ThreadsPerCore"].metadata["min"] <= group["ThreadsPerCore"] <= \
+            members["ThreadsPerCore"].metadata["max"]
+        checks = members["OnStartDeepHealthChecks"].member.enum
+        assert set(group.get("OnStartDeepHealthChecks", [])) <= set(checks)
+        volume = members["InstanceStorageConfigs"].member.members["EbsVolumeConfig"]
+        size = volume.members["VolumeSizeInGB"].metadata
+        for config in group["InstanceStorageConfigs"]:
+            ebs = config["EbsVolumeConfig"]
+            assert set(ebs) <= set(volume.members)
+            # RootVolume true takes no size and needs a key; otherwise a size (botocore's RootVolume docs).
+            if ebs.get("RootVolume"):
+                assert "VolumeSizeInGB" not in ebs and "VolumeKmsKeyId" in ebs
             else:
-                requirements = members["InstanceRequirements"]
-                assert set(group["InstanceRequirements"]) <= set(requirements.members)
-                types = group["InstanceRequirements"]["InstanceTypes"]
-                listed = requirements.members["InstanceTypes"]
-                assert listed.metadata["min"] <= len(types) <= listed.metadata["max"]
-                assert set(types) <= set(listed.member.enum) and len(set(types)) == len(types)
-            count = members["InstanceCount"].metadata
-            assert count["min"] <= group["InstanceCount"] <= count.get("max", 6758)
-            assert members["ThreadsPerCore"].metadata["min"] <= group["ThreadsPerCore"] <= \
-                members["ThreadsPerCore"].metadata["max"]
-            checks = members["OnStartDeepHealthChecks"].member.enum
-            assert set(group.get("OnStartDeepHealthChecks", [])) <= set(checks)
-            volume = members["InstanceStorageConfigs"].member.members["EbsVolumeConfig"]
-            size = volume.members["VolumeSizeInGB"].metadata
-            for config in group["InstanceStorageConfigs"]:
-                ebs = config["EbsVolumeConfig"]
-                assert set(ebs) <= set(volume.members)
-                # RootVolume true takes no size and needs a key; otherwise a size (botocore's RootVolume docs).
-                if ebs.get("RootVolume"):
-                    assert "VolumeSizeInGB" not in ebs and "VolumeKmsKeyId" in ebs
-                else:
-                    assert size["min"] <= ebs["VolumeSizeInGB"] <= size["max"]
-            if "CapacityRequirements" in group:
-                assert set(group["CapacityRequirements"]) <= set(members["CapacityRequirements"].members)
-            if "MinInstanceCount" in group:
-                least = members["MinInstanceCount"].metadata["min"]
-                assert least <= group["MinInstanceCount"] <= group["InstanceCount"]
-            on_create = members["LifeCycleConfig"].members["OnCreate"].metadata
-            assert re.fullmatch(on_create["pattern"], group["LifeCycleConfig"]["OnCreate"])
-            _check_software_fields(members, group)
+                assert size["min"] <= ebs["VolumeSizeInGB"] <= size["max"]
+        if "CapacityRequirements" in group:
+            assert set(group["CapacityRequirements"]) <= set(members["CapacityRequirements"].members)
+        if "MinInstanceCount" in group:
+            least = members["MinInstanceCount"].metadata["min"]
+            assert least <= group["MinInstanceCount"] <= group["InstanceCount"]
+        on_create = members["LifeCycleConfig"].members["OnCreate"].metadata
+        assert re.fullmatch(on_create["pattern"], group["LifeCycleConfig"]["OnCreate"])
+        _check_software_fields(members, group)
 
 
 def _check_software_fields(members, group) -> None:
