@@ -50,8 +50,10 @@ destroy: $(STAMP)
 	$(CDK) destroy --all -c config=$(CONFIG)
 
 # pyproject's options run the tests in two xdist workers; PYTEST_ARGS adds to them (e.g. -n 0 for one process).
+# Bytecode is cached even where the environment sets PYTHONDONTWRITEBYTECODE: pytest rewrites the asserts of every
+# test module on import, and without its cache each worker does it again on every run (about 4 s).
 test: $(STAMP)
-	$(NODE_ENV_PATH) $(PY) -m pytest $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(NODE_ENV_PATH) $(PY) -m pytest $(PYTEST_ARGS)
 
 # checkov pins boto3/botocore differently from aws-cdk-lib: it lives in its own virtual environment.
 CHECKOV_VERSION := 3.3.30

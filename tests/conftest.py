@@ -184,8 +184,9 @@ class Synthesized:
         return {k: v for k, v in self.template(part)["Resources"].items() if v["Type"] == cfn_type}
 
 
-def synthesize(config: AppConfig, outdir: Path, *, stage_assets: bool = False) -> Synthesized:
-    """Build and synthesize the app for ``config`` into ``outdir``.
+def synthesize(config: AppConfig, outdir: Path, *, stage_assets: bool = False, nag: bool = True) -> Synthesized:
+    """Build and synthesize the app for ``config`` into ``outdir`` (with both nag packs unless ``nag`` is False:
+    for variants only compared with others, whose tests read no validation report).
 
     Assets are staged (copied into ``outdir``) only when ``stage_assets``: the templates are the same either way
     (an asset's hash comes from its source), and the two Lambda layers alone are 57 MB to copy for each synth.
@@ -201,18 +202,18 @@ def synthesize(config: AppConfig, outdir: Path, *, stage_assets: bool = False) -
         # core/lib/asset-staging.js stagingDisabled).
         context["aws:cdk:disable-asset-staging"] = True
     app = App(context=context, outdir=str(outdir))
-    built = build_app(app, config)
+    built = build_app(app, config, nag=nag)
     assembly = app.synth()
     templates = {stack.stack_name: stack.template for stack in assembly.stacks}
     return Synthesized(config=config, app=built, outdir=outdir, templates=templates)
 
 
 def synthesize_variant(factory: pytest.TempPathFactory, name: str, data: dict[str, Any], *,
-                       stage_assets: bool = False) -> Synthesized:
+                       stage_assets: bool = False, nag: bool = True) -> Synthesized:
     """Validate ``data`` as config ``name`` and synthesize the app into a fresh directory."""
     from infra.config import parse_config
 
-    return synthesize(parse_config(data, name), factory.mktemp(f"cdk-{name}"), stage_assets=stage_assets)
+    return synthesize(parse_config(data, name), factory.mktemp(f"cdk-{name}"), stage_assets=stage_assets, nag=nag)
 
 
 def mutate(changes: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -322,14 +323,14 @@ def byo_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 
 @pytest.fixture(scope="session")
 def routine_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize_variant(tmp_path_factory, "routine", routine_change(default_config_data()))
+    return synthesize_variant(tmp_path_factory, "routine", routine_change(default_config_data()), nag=False)
 
 
 @pytest.fixture(scope="session")
 def group_removed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     data = mutate(VARIANT_CHANGES)
     data["hyperpod"]["instance_groups"] = data["hyperpod"]["instance_groups"][:1]
-    return synthesize_variant(tmp_path_factory, "group-removed", data)
+    return synthesize_variant(tmp_path_factory, "group-removed", data, nag=False)
 
 
 # Rolling software updates, custom images and automatic patching on: one group with a schedule, a count batch,

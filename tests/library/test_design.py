@@ -39,12 +39,13 @@ MODULES = _table("| module | resource types it builds |")
 SINGLETONS = _table("| stack-level construct | asked for by | resource types |")
 
 
-def _builder(resource: CfnResource) -> str | None:
-    """The repository path of the module of the nearest construct of this library enclosing ``resource``."""
-    for scope in reversed(resource.node.scopes):
-        if type(scope).__module__.startswith(("infra.", "stacks.")) and not isinstance(scope, Stack):
-            return Path(inspect.getsourcefile(type(scope))).resolve().relative_to(ROOT).as_posix()
-    return None
+def _module_file(construct: object) -> str:
+    """The repository path of the module that defines ``construct``'s class."""
+    return Path(inspect.getsourcefile(type(construct))).resolve().relative_to(ROOT).as_posix()
+
+
+def _is_ours(construct: object) -> bool:
+    return type(construct).__module__.startswith(("infra.", "stacks.")) and not isinstance(construct, Stack)
 
 
 _BUILT: dict[Path, tuple[dict[str, set[str]], dict[str, set[str]]]] = {}  # by synth output directory
@@ -58,18 +59,25 @@ def _built(synth: Synthesized) -> tuple[dict[str, set[str]], dict[str, set[str]]
 
 
 def _walk(synth: Synthesized) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    # By construct path, from the Python side where it can: each path or type asked of a construct is a call into
+    # the CDK's JavaScript process, and a resource's nearest construct of ours is its longest path prefix among them.
     by_module: dict[str, set[str]] = defaultdict(set)
     by_singleton: dict[str, set[str]] = defaultdict(set)
     for stack in synth.app.stacks:
-        for construct in stack.node.find_all():
-            if isinstance(construct, CfnResource):
-                module = _builder(construct)
-                if module is not None:
-                    by_module[module].add(construct.cfn_resource_type)
-                else:
-                    top = construct.node.scopes[2].node.id
-                    key = next((k for k in SINGLETONS if top.startswith(k.rstrip("…"))), top)
-                    by_singleton[key].add(construct.cfn_resource_type)
+        constructs = stack.node.find_all()
+        ours = {c.node.path: _module_file(c) for c in constructs if _is_ours(c)}
+        for construct in constructs:
+            if not isinstance(construct, CfnResource):
+                continue
+            parts = construct.node.path.split("/")
+            enclosing = ("/".join(parts[:end]) for end in range(len(parts), 1, -1))  # itself, then up to the stack
+            module = next((ours[path] for path in enclosing if path in ours), None)
+            if module is not None:
+                by_module[module].add(construct.cfn_resource_type)
+            else:
+                top = parts[1]  # the construct directly under the stack
+                key = next((k for k in SINGLETONS if top.startswith(k.rstrip("…"))), top)
+                by_singleton[key].add(construct.cfn_resource_type)
     return by_module, by_singleton
 
 
