@@ -55,6 +55,13 @@ def _share_botocore_loader() -> None:
 
 _use_wheel_node()
 _share_botocore_loader()
+# AWS's built-in template validation (aws-cdk-lib 2.275.0's CloudFormationValidatePlugin, which every `cdk synth`
+# runs) starts a WebAssembly engine in each process that synthesizes: about 3 s and 6 CPU-seconds, measured here,
+# paid by each xdist worker. The suite turns it off with the variable aws-cdk-lib names for that (its App prop
+# builtinCloudFormationValidation documents CDK_VALIDATION=false) and registers the plugin on the all-features
+# synth alone, where every feature is on; cfn-lint checks the templates of every variant, and `make lint`'s
+# `cdk synth` of the default and all-features configs runs the validation as any synth does.
+os.environ.setdefault("CDK_VALIDATION", "false")
 sys.path.insert(0, str(ROOT))
 
 # The CDK is imported where an app is built: the xdist controller loads this file too, and importing aws_cdk
@@ -184,9 +191,11 @@ class Synthesized:
         return {k: v for k, v in self.template(part)["Resources"].items() if v["Type"] == cfn_type}
 
 
-def synthesize(config: AppConfig, outdir: Path, *, stage_assets: bool = False, nag: bool = True) -> Synthesized:
+def synthesize(config: AppConfig, outdir: Path, *, stage_assets: bool = False, nag: bool = True,
+               builtin_validation: bool = False) -> Synthesized:
     """Build and synthesize the app for ``config`` into ``outdir`` (with both nag packs unless ``nag`` is False:
-    for variants only compared with others, whose tests read no validation report).
+    for variants only compared with others, whose tests read no validation report). ``builtin_validation``
+    registers AWS's CloudFormationValidatePlugin, which the suite otherwise leaves off (CDK_VALIDATION above).
 
     Assets are staged (copied into ``outdir``) only when ``stage_assets``: the templates are the same either way
     (an asset's hash comes from its source), and the two Lambda layers alone are 57 MB to copy for each synth.
@@ -203,17 +212,22 @@ def synthesize(config: AppConfig, outdir: Path, *, stage_assets: bool = False, n
         context["aws:cdk:disable-asset-staging"] = True
     app = App(context=context, outdir=str(outdir))
     built = build_app(app, config, nag=nag)
+    if builtin_validation:
+        from aws_cdk import CloudFormationValidatePlugin, Validations
+
+        Validations.of(app).add_plugins(CloudFormationValidatePlugin())
     assembly = app.synth()
     templates = {stack.stack_name: stack.template for stack in assembly.stacks}
     return Synthesized(config=config, app=built, outdir=outdir, templates=templates)
 
 
 def synthesize_variant(factory: pytest.TempPathFactory, name: str, data: dict[str, Any], *,
-                       stage_assets: bool = False, nag: bool = True) -> Synthesized:
+                       stage_assets: bool = False, nag: bool = True, builtin_validation: bool = False) -> Synthesized:
     """Validate ``data`` as config ``name`` and synthesize the app into a fresh directory."""
     from infra.config import parse_config
 
-    return synthesize(parse_config(data, name), factory.mktemp(f"cdk-{name}"), stage_assets=stage_assets, nag=nag)
+    return synthesize(parse_config(data, name), factory.mktemp(f"cdk-{name}"), stage_assets=stage_assets, nag=nag,
+                      builtin_validation=builtin_validation)
 
 
 def mutate(changes: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -511,4 +525,5 @@ ALL_FEATURES_CONFIG = ROOT / "config" / "all-features.yaml"
 @pytest.fixture(scope="session")
 def all_features_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """config/all-features.yaml as `make lint` synthesizes it: every optional feature on at once."""
-    return synthesize_variant(tmp_path_factory, "all-features", yaml.safe_load(ALL_FEATURES_CONFIG.read_text()))
+    return synthesize_variant(tmp_path_factory, "all-features", yaml.safe_load(ALL_FEATURES_CONFIG.read_text()),
+                              builtin_validation=True)

@@ -49,3 +49,12 @@ def test_cfn_lint_finds_a_planted_error_and_skips_only_the_accepted_rules(tmp_pa
                                                            "Properties": {"NoSuchProperty": True}}}}))
     problems = cfn_lint_problems(template)
     assert len(problems) == 1 and problems[0].startswith("planted.template.json: E3002 "), problems
+
+
+def test_aws_builtin_validation_ran_on_the_all_features_synth(all_features_synth):
+    """AWS's own template rules (CloudFormationValidatePlugin) pass on the config with every feature on."""
+    report = json.loads((all_features_synth.outdir / "validation-report.json").read_text())
+    plugins = {p["pluginName"]: p for p in report["pluginReports"]}
+    assert "CloudFormation Validate" in plugins, sorted(plugins)
+    assert plugins["CloudFormation Validate"]["conclusion"] == "success"
+    assert plugins["CloudFormation Validate"]["violations"] == []  # not even a warning
