@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-# libyaml's safe loader where PyYAML was built with it (the same documents, several times faster).
+# PyYAML's LibYAML-based loader where PyYAML was built with it (yaml/pyyaml README: "fast LibYAML-based parser");
+# tests/config/test_config.py checks that it reads default.yaml as the pure-Python SafeLoader does.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -55,13 +56,6 @@ def _share_botocore_loader() -> None:
 
 _use_wheel_node()
 _share_botocore_loader()
-# AWS's built-in template validation (aws-cdk-lib 2.275.0's CloudFormationValidatePlugin, which every `cdk synth`
-# runs) starts a WebAssembly engine in each process that synthesizes: about 3 s and 6 CPU-seconds, measured here,
-# paid by each xdist worker. The suite turns it off with the variable aws-cdk-lib names for that (its App prop
-# builtinCloudFormationValidation documents CDK_VALIDATION=false) and registers the plugin on the all-features
-# synth alone, where every feature is on; cfn-lint checks the templates of every variant, and `make lint`'s
-# `cdk synth` of the default and all-features configs runs the validation as any synth does.
-os.environ.setdefault("CDK_VALIDATION", "false")
 sys.path.insert(0, str(ROOT))
 
 # The CDK is imported where an app is built: the xdist controller loads this file too, and importing aws_cdk
@@ -191,11 +185,9 @@ class Synthesized:
         return {k: v for k, v in self.template(part)["Resources"].items() if v["Type"] == cfn_type}
 
 
-def synthesize(config: AppConfig, outdir: Path, *, stage_assets: bool = False, nag: bool = True,
-               builtin_validation: bool = False) -> Synthesized:
-    """Build and synthesize the app for ``config`` into ``outdir`` (with both nag packs unless ``nag`` is False:
-    for variants only compared with others, whose tests read no validation report). ``builtin_validation``
-    registers AWS's CloudFormationValidatePlugin, which the suite otherwise leaves off (CDK_VALIDATION above).
+def synthesize(config: AppConfig, outdir: Path, *, stage_assets: bool = False) -> Synthesized:
+    """Build and synthesize the app for ``config`` into ``outdir``, with both nag packs and AWS's built-in template
+    validation, as `cdk synth` runs them: a finding of either fails the synth.
 
     Assets are staged (copied into ``outdir``) only when ``stage_assets``: the templates are the same either way
     (an asset's hash comes from its source), and the two Lambda layers alone are 57 MB to copy for each synth.
@@ -211,23 +203,18 @@ def synthesize(config: AppConfig, outdir: Path, *, stage_assets: bool = False, n
         # core/lib/asset-staging.js stagingDisabled).
         context["aws:cdk:disable-asset-staging"] = True
     app = App(context=context, outdir=str(outdir))
-    built = build_app(app, config, nag=nag)
-    if builtin_validation:
-        from aws_cdk import CloudFormationValidatePlugin, Validations
-
-        Validations.of(app).add_plugins(CloudFormationValidatePlugin())
+    built = build_app(app, config)
     assembly = app.synth()
     templates = {stack.stack_name: stack.template for stack in assembly.stacks}
     return Synthesized(config=config, app=built, outdir=outdir, templates=templates)
 
 
 def synthesize_variant(factory: pytest.TempPathFactory, name: str, data: dict[str, Any], *,
-                       stage_assets: bool = False, nag: bool = True, builtin_validation: bool = False) -> Synthesized:
+                       stage_assets: bool = False) -> Synthesized:
     """Validate ``data`` as config ``name`` and synthesize the app into a fresh directory."""
     from infra.config import parse_config
 
-    return synthesize(parse_config(data, name), factory.mktemp(f"cdk-{name}"), stage_assets=stage_assets, nag=nag,
-                      builtin_validation=builtin_validation)
+    return synthesize(parse_config(data, name), factory.mktemp(f"cdk-{name}"), stage_assets=stage_assets)
 
 
 def mutate(changes: dict[str, Any], base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -337,14 +324,14 @@ def byo_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
 
 @pytest.fixture(scope="session")
 def routine_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize_variant(tmp_path_factory, "routine", routine_change(default_config_data()), nag=False)
+    return synthesize_variant(tmp_path_factory, "routine", routine_change(default_config_data()))
 
 
 @pytest.fixture(scope="session")
 def group_removed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     data = mutate(VARIANT_CHANGES)
     data["hyperpod"]["instance_groups"] = data["hyperpod"]["instance_groups"][:1]
-    return synthesize_variant(tmp_path_factory, "group-removed", data, nag=False)
+    return synthesize_variant(tmp_path_factory, "group-removed", data)
 
 
 # Rolling software updates, custom images and automatic patching on: one group with a schedule, a count batch,
@@ -525,5 +512,4 @@ ALL_FEATURES_CONFIG = ROOT / "config" / "all-features.yaml"
 @pytest.fixture(scope="session")
 def all_features_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """config/all-features.yaml as `make lint` synthesizes it: every optional feature on at once."""
-    return synthesize_variant(tmp_path_factory, "all-features", yaml.safe_load(ALL_FEATURES_CONFIG.read_text()),
-                              builtin_validation=True)
+    return synthesize_variant(tmp_path_factory, "all-features", yaml.safe_load(ALL_FEATURES_CONFIG.read_text()))

@@ -318,3 +318,11 @@ def test_a_refusal_in_the_schema_reads_like_one_raised_outside_it():
             {"az_id": "usw2-az2", "cidr": "10.1.0.0/16", "subnet_id": "subnet-0bbbbbbbbbbbbbbb1"}]}}), "bad.yaml")
     assert str(inside.value) == str(outside)
     assert (inside.value.key, inside.value.value, inside.value.reason) == (outside.key, outside.value, outside.reason)
+
+
+def test_the_tests_read_default_yaml_as_pyyamls_safe_loader_does():
+    """tests/conftest.py parses config/default.yaml once, with LibYAML's loader where there is one."""
+    text = (ROOT / "config" / "default.yaml").read_text()
+    assert default_config_data() == yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
+    assert default_config_data() is not default_config_data()  # each test gets its own copy to change
+

@@ -37,12 +37,12 @@ ADMIN_AND_RETENTION: dict[str, Any] = {
 
 @pytest.fixture(scope="session")
 def observability_rest_off_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize_variant(tmp_path_factory, "observability-rest-off", mutate(OBSERVABILITY_REST_OFF), nag=False)
+    return synthesize_variant(tmp_path_factory, "observability-rest-off", mutate(OBSERVABILITY_REST_OFF))
 
 
 @pytest.fixture(scope="session")
 def admin_retention_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    return synthesize_variant(tmp_path_factory, "admin-retention", mutate(ADMIN_AND_RETENTION), nag=False)
+    return synthesize_variant(tmp_path_factory, "admin-retention", mutate(ADMIN_AND_RETENTION))
 
 
 # (what changes, before, after). A pair read backwards is the opposite change (count down, group removed).

@@ -137,7 +137,7 @@ def test_logical_ids_follow_team_names_so_reordering_replaces_nothing(tmp_path_f
     teams.reverse()
     teams[0]["quota"]["count"] = 0  # a routine edit on the way
     teams[1]["fair_share_weight"] = 5
-    reordered = synthesize_variant(tmp_path_factory, "task-governance-reordered", data, nag=False)
+    reordered = synthesize_variant(tmp_path_factory, "task-governance-reordered", data)
     before = {team: logical_id for team, (logical_id, _) in _quotas(governance_synth).items()}
     after = {team: logical_id for team, (logical_id, _) in _quotas(reordered).items()}
     assert before == after
