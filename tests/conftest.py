@@ -37,7 +37,8 @@ def _use_wheel_node() -> None:
 def _share_botocore_loader() -> None:
     """One botocore data loader per test process, as hpctl's own sessions share one (hpctl/aws.py: loader()).
 
-    moto's mock_aws starts each test without boto3's default session, and each new botocore session would parse
+    moto's mock_aws starts each test without boto3's default session (moto 5.2.5 moto/core/models.py patches
+    boto3.DEFAULT_SESSION to None), and each new botocore session (botocore/session.py: create_loader) would parse
     the service models and endpoints.json again (about 0.5 s a test). The files do not change during a run and
     botocore's loader already hands the same parsed dicts to every client of a session.
     """
