@@ -4,6 +4,7 @@ stderr and an exit code. The commands are in hpctl/commands/, one module per fam
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -59,8 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@functools.cache
+def _shared_parser() -> argparse.ArgumentParser:
+    """One parser per process: main() may run many times in one (a Python caller, the tests), and parse_args
+    neither changes the parser nor shares a default list between calls (argparse copies an append action's
+    default before it appends)."""
+    return build_parser()
+
+
 def main(argv: Sequence[str] | None = None, *, make_clients: MakeClients | None = None) -> int:
-    parser = build_parser()
+    parser = _shared_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, --version and usage errors

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 import importlib.util
 import json
 import os
@@ -55,8 +56,24 @@ def _share_botocore_loader() -> None:
     botocore.session.create_loader = shared_loader  # type: ignore[attr-defined]
 
 
+def _collect_garbage_less_often() -> None:
+    """Fewer passes of Python's cyclic garbage collector over objects that live the whole run.
+
+    A test process holds a few million such objects: botocore's service models, cfn-lint's schemas, the synthesized
+    apps. With Python's default thresholds (700, 10, 10) the collector walked them again and again: in a
+    single-process run 10.4 s of about 90 s went to it, 7.9 s in 19 full collections. Here the young generation is
+    collected every 50,000 allocations and a full collection is left to the 20,000th young one (in practice none:
+    the run ends first); the objects present once the tests are collected are frozen, out of every pass
+    (gc.freeze). Cycles made and dropped by a test are still reclaimed by the young collections. Measured in three
+    alternated two-worker runs: 69 to 76 s against 78 to 81 s with the defaults, peak memory per process 640 to
+    740 MB against 620 to 650 MB.
+    """
+    gc.set_threshold(50_000, 20, 1000)
+
+
 _use_wheel_node()
 _share_botocore_loader()
+_collect_garbage_less_often()
 sys.path.insert(0, str(ROOT))
 
 # The CDK is imported where an app is built: the xdist controller loads this file too, and importing aws_cdk
@@ -105,6 +122,10 @@ def _xdist_group(item: pytest.Item) -> str | None:
         if isinstance(value, str):
             used |= {value, f"{value}_synth"}
     return next((group for name, group in XDIST_GROUPS.items() if name in used), None)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.freeze()  # the modules and test items of the run: see _collect_garbage_less_often
 
 
 @pytest.hookimpl(tryfirst=True)

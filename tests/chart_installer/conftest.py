@@ -70,8 +70,11 @@ def downloads(monkeypatch: pytest.MonkeyPatch) -> FakeDownloads:
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAws]:
     fake = FakeAws()
     monkeypatch.setattr(aws_clients, "client", fake.client)
-    yield fake
-    fake.verify()
+    try:
+        yield fake
+        fake.verify()
+    finally:
+        fake.close()
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +81,33 @@ def config_file(write_config: Callable[..., Path]) -> Path:
     return write_config(config_data())
 
 
+# Stubbed clients are lent from a pool of this process and come back after each test with their Stubber
+# deactivated. botocore builds a client's class and its methods from the service model each time one is made
+# (botocore/client.py: ClientCreator._create_client_class), about 20 ms for SageMaker or EC2, and these tests ask
+# for about 170. A Stubber answers every call before it is signed or sent (botocore/stub.py: its before-call
+# handler), so a lent client's credentials and endpoint never matter; hpctl registers nothing on a client it was
+# given (hpctl/aws.py: only the clients Clients makes get the retry note).
+_FREE_CLIENTS: dict[str, list[Any]] = defaultdict(list)
+_LENT_CLIENTS: list[tuple[str, Any, Stubber]] = []
+
+
 def stubbed(service: str) -> tuple[Any, Stubber]:
-    client = boto3.client(service, region_name=REGION)
+    free = _FREE_CLIENTS[service]
+    client = free.pop() if free else boto3.client(service, region_name=REGION)
     stub = Stubber(client)
     stub.activate()
+    _LENT_CLIENTS.append((service, client, stub))
     return client, stub
+
+
+@pytest.fixture(autouse=True)
+def stubbed_clients_returned() -> Iterator[None]:
+    """Deactivates the Stubbers of the test's clients and returns the clients to the pool."""
+    yield
+    while _LENT_CLIENTS:
+        service, client, stub = _LENT_CLIENTS.pop()
+        stub.deactivate()
+        _FREE_CLIENTS[service].append(client)
 
 
 class Runner:

@@ -6,7 +6,9 @@ import inspect
 import json
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aws_cdk import CfnResource, Stack
@@ -58,26 +60,47 @@ def _built(synth: Synthesized) -> tuple[dict[str, set[str]], dict[str, set[str]]
     return _BUILT[synth.outdir]
 
 
+def _typed_paths(tree: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(construct path, resource type) of every node of the synthesized tree.json that records a type: aws-cdk-lib
+    writes each construct's inspect() attributes there (core/lib/private/tree-metadata.js), and every generated
+    L1 class reports its type as `aws:cdk:cloudformation:type`. A bare CfnResource (a custom resource's) has no
+    inspect() and so no type there."""
+    attributes = tree.get("attributes") or {}
+    if "aws:cdk:cloudformation:type" in attributes:
+        yield tree["path"], attributes["aws:cdk:cloudformation:type"]
+    for child in (tree.get("children") or {}).values():
+        yield from _typed_paths(child)
+
+
 def _walk(synth: Synthesized) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    # By construct path, from the Python side where it can: each path or type asked of a construct is a call into
-    # the CDK's JavaScript process, and a resource's nearest construct of ours is its longest path prefix among them.
+    # Each path or type asked of a construct is a call into the CDK's JavaScript process (about 1 ms each), so
+    # paths and types come from tree.json where it has them; the constructs of ours and the bare CfnResources are
+    # asked. A resource's nearest construct of ours is its longest path prefix among them.
+    assert not list(synth.outdir.glob("trees-*.json")), "tree.json is split across files; read them all"
+    tree = json.loads((synth.outdir / "tree.json").read_text(encoding="utf-8"))["tree"]
+    resources = dict(_typed_paths(tree))
+    ours: dict[str, str] = {}
+    for stack in synth.app.stacks:
+        for construct in stack.node.find_all():
+            if _is_ours(construct):
+                ours[construct.node.path] = _module_file(construct)
+            elif type(construct) is CfnResource:
+                resources[construct.node.path] = construct.cfn_resource_type
+    # Every resource of the templates was found, and nothing else.
+    assert len(resources) == sum(len(t["Resources"]) for t in synth.templates.values())
+
     by_module: dict[str, set[str]] = defaultdict(set)
     by_singleton: dict[str, set[str]] = defaultdict(set)
-    for stack in synth.app.stacks:
-        constructs = stack.node.find_all()
-        ours = {c.node.path: _module_file(c) for c in constructs if _is_ours(c)}
-        for construct in constructs:
-            if not isinstance(construct, CfnResource):
-                continue
-            parts = construct.node.path.split("/")
-            enclosing = ("/".join(parts[:end]) for end in range(len(parts), 1, -1))  # itself, then up to the stack
-            module = next((ours[path] for path in enclosing if path in ours), None)
-            if module is not None:
-                by_module[module].add(construct.cfn_resource_type)
-            else:
-                top = parts[1]  # the construct directly under the stack
-                key = next((k for k in SINGLETONS if top.startswith(k.rstrip("…"))), top)
-                by_singleton[key].add(construct.cfn_resource_type)
+    for path, cfn_type in resources.items():
+        parts = path.split("/")
+        enclosing = ("/".join(parts[:end]) for end in range(len(parts), 1, -1))  # itself, then up to the stack
+        module = next((ours[prefix] for prefix in enclosing if prefix in ours), None)
+        if module is not None:
+            by_module[module].add(cfn_type)
+        else:
+            top = parts[1]  # the construct directly under the stack
+            key = next((k for k in SINGLETONS if top.startswith(k.rstrip("…"))), top)
+            by_singleton[key].add(cfn_type)
     return by_module, by_singleton
 
 
