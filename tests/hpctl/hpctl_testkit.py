@@ -100,14 +100,18 @@ def stubbed(service: str) -> tuple[Any, Stubber]:
     return client, stub
 
 
-@pytest.fixture(autouse=True)
-def stubbed_clients_returned() -> Iterator[None]:
-    """Deactivates the Stubbers of the test's clients and returns the clients to the pool."""
-    yield
+def return_stubbed_clients() -> None:
+    """Deactivates the Stubbers of the clients lent so far and returns the clients to the pool."""
     while _LENT_CLIENTS:
         service, client, stub = _LENT_CLIENTS.pop()
         stub.deactivate()
         _FREE_CLIENTS[service].append(client)
+
+
+@pytest.fixture(autouse=True)
+def stubbed_clients_returned() -> Iterator[None]:
+    yield
+    return_stubbed_clients()
 
 
 class Runner:

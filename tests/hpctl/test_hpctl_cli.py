@@ -265,3 +265,16 @@ def test_the_layout_table_of_the_docs_names_every_family_and_its_commands() -> N
         for module, commands in re.findall(r"^\| `(\w+\.py)` \| (.+) \|$", section, flags=re.MULTILINE)
     }
     assert documented == {f"{f.__name__.rsplit('.', 1)[1]}.py": _commands_of(f) for f in cli.FAMILIES}
+
+
+def test_main_reuses_one_parser_and_no_call_sees_another_calls_options(config_file: Path) -> None:
+    """main() parses with one parser per process; a repeatable option's list starts empty on every call."""
+    parser = cli._shared_parser()
+    assert cli._shared_parser() is parser
+    first = parser.parse_args(["nodes", "--config", str(config_file), "--group", "a", "--group", "b"])
+    second = parser.parse_args(["nodes", "--config", str(config_file)])
+    third = parser.parse_args(["nodes", "--config", str(config_file), "--group", "c"])
+    assert (first.group, second.group, third.group) == (["a", "b"], [], ["c"])
+    fourth = parser.parse_args(["nodes", "--config", str(config_file), "--cluster", "other"])
+    fifth = parser.parse_args(["nodes", "--config", str(config_file)])
+    assert (fourth.cluster, fifth.cluster) == ("other", None)
