@@ -38,6 +38,17 @@ def new_session(profile: str | None, region: str | None) -> boto3.Session:
     return boto3.Session(botocore_session=core, profile_name=profile, region_name=region)
 
 
+def configured_region(profile: str | None) -> str | None:
+    """The region botocore's configuration gives: AWS_DEFAULT_REGION, then the profile's `region` (botocore reads
+    AWS_REGION too). Read from a botocore session without the event handlers a client needs: registering them is
+    most of the 10 ms a session takes to make, and a region lookup sends nothing. The profile is set as boto3 sets
+    it (boto3/session.py: `set_config_variable('profile', ...)`; botocore's Session(profile=...) stores the same
+    session variable), so a missing profile raises botocore's ProfileNotFound here as it would there."""
+    session = botocore.session.Session(profile=profile, include_builtin_handlers=False)
+    region = session.get_config_variable("region")
+    return str(region) if region else None
+
+
 def _note_connection_retry(attempts: int, caught_exception: Exception | None = None, **_: Any) -> None:
     """A line on stderr when botocore is about to retry a connection failure, instead of silence."""
     if isinstance(caught_exception, BotoConnectionError) and attempts <= MAX_RETRIES:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpctl.aws import new_session
+from hpctl.aws import configured_region
 from hpctl.errors import UsageError
 
 DEFAULT_CONFIG = "config/default.yaml"
@@ -45,7 +45,7 @@ _ARN = re.compile(r"^arn:[\w-]+:sagemaker:(?P<region>[a-z0-9-]+):\d{12}:cluster/
 
 def environment_region(profile: str | None) -> str | None:
     """The region the AWS CLI would use: AWS_REGION, AWS_DEFAULT_REGION, then the profile's region."""
-    return os.environ.get("AWS_REGION") or new_session(profile, None).region_name or None
+    return os.environ.get("AWS_REGION") or configured_region(profile)
 
 
 def resolve(args: Any, need_config: bool = False, need_cluster: bool = True) -> Target:

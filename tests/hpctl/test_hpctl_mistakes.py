@@ -110,6 +110,26 @@ def test_region_order_is_flag_then_environment_then_config(monkeypatch, write_co
     assert _resolve("--config", config).region == "us-west-2"
 
 
+def test_the_profiles_region_comes_after_the_environment_and_before_the_config(monkeypatch, write_config,
+                                                                              tmp_path: Path) -> None:
+    config = str(write_config(config_data()))  # region us-west-2
+    (tmp_path / "aws-config").write_text("[profile ops]\nregion = eu-central-1\n[default]\nregion = sa-east-1\n")
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    assert _resolve("--config", config, "--profile", "ops").region == "eu-central-1"
+    assert _resolve("--config", config).region == "sa-east-1"  # the default profile's
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    assert _resolve("--config", config, "--profile", "ops").region == "eu-west-1"
+    (tmp_path / "aws-config").write_text("[profile ops]\noutput = json\n")
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    assert _resolve("--config", config, "--profile", "ops").region == "us-west-2"  # no region there: the config's
+
+
+def test_a_profile_that_does_not_exist_is_one_line(run, monkeypatch, config_file: Path) -> None:
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    code, out, err = run("status", "--config", str(config_file), "--profile", "missing")
+    assert (code, out) == (2, "") and err == "hpctl: The config profile (missing) could not be found\n"
+
+
 def test_a_region_other_than_the_configs_is_announced(run, monkeypatch, config_file: Path) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     client, stub = stubbed("sagemaker")
