@@ -39,10 +39,12 @@ def new_session(profile: str | None, region: str | None) -> boto3.Session:
 
 
 def configured_region(profile: str | None) -> str | None:
-    """The region botocore's configuration gives: AWS_DEFAULT_REGION, then the profile's `region` (botocore reads
-    AWS_REGION too). Read from a botocore session without the event handlers a client needs: registering them is
-    most of the 10 ms a session takes to make, and a region lookup sends nothing. The profile is set as boto3 sets
-    it (boto3/session.py: `set_config_variable('profile', ...)`; botocore's Session(profile=...) stores the same
+    """The region botocore's configuration gives: AWS_DEFAULT_REGION, then the profile's `region` (botocore's own
+    chain does not read AWS_REGION: botocore/configprovider.py; the caller checks it first).
+
+    Read from a botocore session without the event handlers a client needs: registering them is most of the 10 ms
+    a session takes to make, and a region lookup sends nothing. The profile is set as boto3 sets it
+    (boto3/session.py: `set_config_variable('profile', ...)`; botocore's Session(profile=...) stores the same
     session variable), so a missing profile raises botocore's ProfileNotFound here as it would there."""
     session = botocore.session.Session(profile=profile, include_builtin_handlers=False)
     region = session.get_config_variable("region")

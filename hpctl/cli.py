@@ -62,16 +62,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 @functools.cache
 def _shared_parser() -> argparse.ArgumentParser:
-    """One parser per process: main() may run many times in one (a Python caller, the tests), and parse_args
-    neither changes the parser nor shares a default list between calls (argparse copies an append action's
-    default before it appends)."""
+    """One parser per process: main() may run many times in one (a Python caller, the tests). parse_args does not
+    change the parser, but it hands out an option's default object itself (argparse.py: parse_known_args sets
+    `action.default` on the namespace); parse() copies the list defaults so no call sees another's."""
     return build_parser()
 
 
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The options of one command line, with no list shared with the parser or another call's options."""
+    args = _shared_parser().parse_args(argv)
+    for name, value in vars(args).items():
+        if isinstance(value, list):
+            setattr(args, name, list(value))
+    return args
+
+
 def main(argv: Sequence[str] | None = None, *, make_clients: MakeClients | None = None) -> int:
-    parser = _shared_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parse(argv)
     except SystemExit as exit_:  # --help, --version and usage errors
         return int(exit_.code or 0)
     from infra.errors import ConfigError

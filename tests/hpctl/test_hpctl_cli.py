@@ -268,13 +268,15 @@ def test_the_layout_table_of_the_docs_names_every_family_and_its_commands() -> N
 
 
 def test_main_reuses_one_parser_and_no_call_sees_another_calls_options(config_file: Path) -> None:
-    """main() parses with one parser per process; a repeatable option's list starts empty on every call."""
-    parser = cli._shared_parser()
-    assert cli._shared_parser() is parser
-    first = parser.parse_args(["nodes", "--config", str(config_file), "--group", "a", "--group", "b"])
-    second = parser.parse_args(["nodes", "--config", str(config_file)])
-    third = parser.parse_args(["nodes", "--config", str(config_file), "--group", "c"])
-    assert (first.group, second.group, third.group) == (["a", "b"], [], ["c"])
-    fourth = parser.parse_args(["nodes", "--config", str(config_file), "--cluster", "other"])
-    fifth = parser.parse_args(["nodes", "--config", str(config_file)])
-    assert (fourth.cluster, fifth.cluster) == ("other", None)
+    """main() parses with one parser per process; a repeatable option's list is the call's own."""
+    assert cli._shared_parser() is cli._shared_parser()
+    first = cli.parse(["nodes", "--config", str(config_file), "--group", "a", "--group", "b"])
+    second = cli.parse(["nodes", "--config", str(config_file)])
+    second.group.append("changed by a handler")
+    third = cli.parse(["nodes", "--config", str(config_file)])
+    fourth = cli.parse(["nodes", "--config", str(config_file), "--group", "c"])
+    assert (first.group, third.group, fourth.group) == (["a", "b"], [], ["c"])
+    assert cli.parse(["update-software", "--config", str(config_file)]).alarm == []
+    fifth = cli.parse(["nodes", "--config", str(config_file), "--cluster", "other"])
+    sixth = cli.parse(["nodes", "--config", str(config_file)])
+    assert (fifth.cluster, sixth.cluster) == ("other", None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,8 +86,9 @@ def _walk(synth: Synthesized) -> tuple[dict[str, set[str]], dict[str, set[str]]]
                 ours[construct.node.path] = _module_file(construct)
             elif type(construct) is CfnResource:
                 resources[construct.node.path] = construct.cfn_resource_type
-    # Every resource of the templates was found, and nothing else.
-    assert len(resources) == sum(len(t["Resources"]) for t in synth.templates.values())
+    # Every resource of the templates was found, and nothing else: the same number of each type.
+    in_templates = Counter(r["Type"] for t in synth.templates.values() for r in t["Resources"].values())
+    assert Counter(resources.values()) == in_templates
 
     by_module: dict[str, set[str]] = defaultdict(set)
     by_singleton: dict[str, set[str]] = defaultdict(set)
