@@ -325,4 +325,3 @@ def test_the_tests_read_default_yaml_as_pyyamls_safe_loader_does():
     text = (ROOT / "config" / "default.yaml").read_text()
     assert default_config_data() == yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
     assert default_config_data() is not default_config_data()  # each test gets its own copy to change
-
