@@ -96,4 +96,4 @@ vendor-chart: $(STAMP)
 	$(PY) scripts/vendor_chart.py --config $(CONFIG)
 
 clean:
-	rm -rf cdk.out $(ALL_FEATURES_OUT) .pytest_cache
+	rm -rf cdk.out $(ALL_FEATURES_OUT) .pytest_cache .cache

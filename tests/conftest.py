@@ -21,8 +21,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 # PyYAML's LibYAML-based loader where PyYAML was built with it (yaml/pyyaml README: "fast LibYAML-based parser");
-# tests/config/test_config.py checks that it reads default.yaml as the pure-Python SafeLoader does.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# tests/config/test_config.py checks that it reads default.yaml, and tests/examples/test_examples.py that it reads
+# the rendered manifests, as the pure-Python SafeLoader does.
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _use_wheel_node() -> None:
@@ -196,7 +197,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @functools.cache
 def _default_config_data_parsed() -> dict[str, Any]:
-    return yaml.load((ROOT / "config" / "default.yaml").read_text(), Loader=_YAML_LOADER)  # noqa: S506 - a SafeLoader
+    return yaml.load((ROOT / "config" / "default.yaml").read_text(), Loader=YAML_LOADER)  # noqa: S506 - a SafeLoader
 
 
 def default_config_data() -> dict[str, Any]:

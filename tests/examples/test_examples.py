@@ -12,14 +12,14 @@ import yaml
 
 from hpctl import cli, examples
 from infra.config import cluster_instance_types, parse_config
-from tests.conftest import ROOT, default_config_data, fsx_config_data, mutate
+from tests.conftest import ROOT, YAML_LOADER, default_config_data, fsx_config_data, mutate
 
 EXAMPLES_DIR = ROOT / "examples"
 NAMESPACED = {"ConfigMap", "PyTorchJob", "Deployment", "Service", "MPIJob"}
 
 
 def documents(files: dict[str, str]) -> list[dict[str, Any]]:
-    return [doc for text in files.values() for doc in yaml.safe_load_all(text) if doc is not None]
+    return [doc for text in files.values() for doc in yaml.load_all(text, Loader=YAML_LOADER) if doc is not None]
 
 
 def by_kind(files: dict[str, str], kind: str) -> dict[str, Any]:
@@ -68,6 +68,14 @@ def test_examples_directory_is_the_rendering_of_the_default_config(default_files
     assert sorted(on_disk) == sorted(default_files), stale
     for name, text in default_files.items():
         assert on_disk[name] == text, f"{name}: {stale}"
+
+
+@pytest.mark.parametrize("variant", ["default_files", "fsx_files", "multi_node_files"])
+def test_the_fast_loader_reads_the_manifests_as_the_pure_python_one_does(request, variant):
+    """documents() parses with LibYAML where PyYAML has it; a kubectl-bound manifest must read the same."""
+    files = request.getfixturevalue(variant)
+    pure = [doc for text in files.values() for doc in yaml.safe_load_all(text) if doc is not None]
+    assert documents(files) == pure
 
 
 @pytest.mark.parametrize("variant", ["default_files", "fsx_files", "multi_node_files"])

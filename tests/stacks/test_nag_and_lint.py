@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests import template_lint
 from tests.conftest import ROOT, cdk_json_context
 from tests.template_lint import CFN_LINT_IGNORED, cfn_lint_problems
 
@@ -43,13 +44,16 @@ def test_cfn_lint_reports_nothing(request, variant):
     assert problems == [], "\n".join(problems)
 
 
+PLANTED = {"Resources": {"Data": {"Type": "AWS::S3::Bucket", "Properties": {"NoSuchProperty": True}}}}
+
+
 def test_cfn_lint_finds_a_planted_error_and_skips_only_the_accepted_rules(tmp_path):
-    """The in-process lint reports what the command line would: here a property S3 does not have."""
+    """The in-process lint (run here, never read from the cache) reports what the command line would: here a
+    property S3 does not have."""
     template = tmp_path / "planted.template.json"
-    template.write_text(json.dumps({"Resources": {"Data": {"Type": "AWS::S3::Bucket",
-                                                           "Properties": {"NoSuchProperty": True}}}}))
-    problems = cfn_lint_problems(template)
-    assert len(problems) == 1 and problems[0].startswith("planted.template.json: E3002 "), problems
+    template.write_text(json.dumps(PLANTED))
+    problems = template_lint.lint(template)
+    assert len(problems) == 1 and problems[0].startswith("E3002 "), problems
     # W3005 (accepted: a DependsOn that a GetAtt already implies) is not reported; another warning is.
     role = {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": {"Version": "2012-10-17",
             "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
@@ -58,10 +62,80 @@ def test_cfn_lint_finds_a_planted_error_and_skips_only_the_accepted_rules(tmp_pa
              "Properties": {"DisplayName": {"Fn::GetAtt": ["Role", "RoleId"]}}}
     accepted = tmp_path / "accepted.template.json"
     accepted.write_text(json.dumps({"Resources": {"Role": role, "Topic": topic}}))
-    assert cfn_lint_problems(accepted) == []
+    assert template_lint.lint(accepted) == []
     warned = tmp_path / "warned.template.json"
     warned.write_text(json.dumps({"Parameters": {"Unused": {"Type": "String"}}, "Resources": {"Role": role}}))
-    assert [p.split()[1] for p in cfn_lint_problems(warned)] == ["W2001"]
+    assert [p.split()[0] for p in template_lint.lint(warned)] == ["W2001"]
+
+
+@pytest.fixture
+def lint_cache(tmp_path, monkeypatch):
+    """An empty findings cache of this test's own, and an empty in-memory one."""
+    monkeypatch.setattr(template_lint, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(template_lint, "_FINDINGS", {})
+    monkeypatch.delenv("CFN_LINT_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def test_kept_findings_are_per_template_text_and_a_changed_template_is_linted_again(tmp_path, lint_cache,
+                                                                                  monkeypatch):
+    template = tmp_path / "data.template.json"
+    template.write_text(json.dumps(PLANTED))
+    (finding,) = cfn_lint_problems(template)
+    assert finding.startswith("data.template.json: E3002 ")
+    kept = lint_cache / f"{template_lint.cache_key(template.read_bytes())}.json"
+    assert json.loads(kept.read_text()) == [finding.removeprefix("data.template.json: ")]
+
+    # Another process (an empty memory) reads the kept findings and does not lint; a file of another name with
+    # the same text gets the same findings under its own name.
+    monkeypatch.setattr(template_lint, "_FINDINGS", {})
+    monkeypatch.setattr(template_lint, "lint", lambda path: pytest.fail(f"{path} was linted again"))
+    copy = tmp_path / "copy.template.json"
+    copy.write_bytes(template.read_bytes())
+    assert cfn_lint_problems(copy) == [finding.replace("data.template.json", "copy.template.json")]
+
+    # One byte more and it is linted anew: the property fixed, nothing found and nothing stale reported.
+    monkeypatch.undo()
+    monkeypatch.setattr(template_lint, "CACHE_DIR", lint_cache)
+    monkeypatch.setattr(template_lint, "_FINDINGS", {})
+    fixed = {"Resources": {"Data": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "data"}}}}
+    template.write_text(json.dumps(fixed))
+    assert cfn_lint_problems(template) == []
+    assert len(list(lint_cache.glob("*.json"))) == 2
+
+
+def test_an_unreadable_kept_entry_is_linted_again_and_rewritten(tmp_path, lint_cache, monkeypatch):
+    template = tmp_path / "data.template.json"
+    template.write_text(json.dumps(PLANTED))
+    kept = lint_cache / f"{template_lint.cache_key(template.read_bytes())}.json"
+    lint_cache.mkdir()
+    for broken in ("{not json", json.dumps({"E3002": 1}), json.dumps([1])):
+        kept.write_text(broken)
+        monkeypatch.setattr(template_lint, "_FINDINGS", {})
+        (finding,) = cfn_lint_problems(template)
+        assert " E3002 " in finding
+        assert json.loads(kept.read_text()) == [finding.removeprefix("data.template.json: ")]
+
+
+def test_cfn_lint_cache_off_lints_every_time_and_keeps_nothing(tmp_path, lint_cache, monkeypatch):
+    template = tmp_path / "data.template.json"
+    template.write_text(json.dumps(PLANTED))
+    lint_cache.mkdir()
+    (lint_cache / f"{template_lint.cache_key(template.read_bytes())}.json").write_text(json.dumps(["kept"]))
+    monkeypatch.setenv("CFN_LINT_CACHE", "off")
+    (finding,) = cfn_lint_problems(template)
+    assert " E3002 " in finding
+    assert json.loads((lint_cache / f"{template_lint.cache_key(template.read_bytes())}.json").read_text()) == [
+        "kept"]
+    assert len(list(lint_cache.iterdir())) == 1
+
+
+def test_the_cache_key_names_cfn_lints_version_and_configuration():
+    from cfnlint.version import __version__
+
+    prefix = template_lint._key_prefix().decode()
+    assert f"cfn-lint {__version__}" in prefix
+    assert '"ignore_checks"' in prefix and "W3005" in prefix and '"regions"' in prefix
 
 
 def test_aws_builtin_validation_fails_a_synth_of_this_suite_on_a_schema_error(tmp_path):
