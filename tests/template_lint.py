@@ -34,13 +34,21 @@ _FINDINGS: dict[str, list[str]] = {}  # cache key of a template's text -> its fi
 
 
 @cache
-def _runner() -> Any:
-    """cfn-lint's runner with the command line's defaults: its rules are built once, as the command line builds
-    them once for all the files it is given (about 0.6 s)."""
+def _config() -> Any:
+    """cfn-lint's configuration as its command line builds it from no arguments but the ignored rules (it reads a
+    .cfnlintrc of the home or working directory too)."""
     from cfnlint.config import ConfigMixIn
+
+    return ConfigMixIn([], ignore_checks=list(CFN_LINT_IGNORED))
+
+
+@cache
+def _runner() -> Any:
+    """cfn-lint's runner: its rules are built once (about 1.5 s), as the command line builds them once for all the
+    files it is given, and only in a process that has a template to lint."""
     from cfnlint.runner import Runner
 
-    return Runner(ConfigMixIn([], ignore_checks=list(CFN_LINT_IGNORED)))
+    return Runner(_config())
 
 
 @cache
@@ -48,7 +56,7 @@ def _key_prefix() -> bytes:
     """What besides the template decides cfn-lint's findings: its version and its effective configuration."""
     from cfnlint.version import __version__
 
-    return f"cfn-lint {__version__}\n{_runner().config!r}\n".encode()
+    return f"cfn-lint {__version__}\n{_config()!r}\n".encode()
 
 
 def cache_key(text: bytes) -> str:

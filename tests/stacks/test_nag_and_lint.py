@@ -88,6 +88,7 @@ def test_kept_findings_are_per_template_text_and_a_changed_template_is_linted_ag
 
     # Another process (an empty memory) reads the kept findings and does not lint; a file of another name with
     # the same text gets the same findings under its own name.
+    lint = template_lint.lint
     monkeypatch.setattr(template_lint, "_FINDINGS", {})
     monkeypatch.setattr(template_lint, "lint", lambda path: pytest.fail(f"{path} was linted again"))
     copy = tmp_path / "copy.template.json"
@@ -95,8 +96,7 @@ def test_kept_findings_are_per_template_text_and_a_changed_template_is_linted_ag
     assert cfn_lint_problems(copy) == [finding.replace("data.template.json", "copy.template.json")]
 
     # One byte more and it is linted anew: the property fixed, nothing found and nothing stale reported.
-    monkeypatch.undo()
-    monkeypatch.setattr(template_lint, "CACHE_DIR", lint_cache)
+    monkeypatch.setattr(template_lint, "lint", lint)
     monkeypatch.setattr(template_lint, "_FINDINGS", {})
     fixed = {"Resources": {"Data": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "data"}}}}
     template.write_text(json.dumps(fixed))
