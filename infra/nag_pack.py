@@ -413,13 +413,72 @@ class _Finding:
         return self._outcome
 
 
+def _outcomes(rules: list[Rule], properties: Properties, template: Template,
+              logical_id: str) -> list[tuple[Rule, RuleResult | Exception]]:
+    """The rules' outcomes on one resource, compliant and not-applicable ones left out."""
+    found: list[tuple[Rule, RuleResult | Exception]] = []
+    for rule in rules:
+        try:
+            outcome: RuleResult | Exception = rule.check(properties, template, logical_id)
+        except Exception as error:  # noqa: BLE001 - reported on the resource, like cdk-nag's own rules
+            outcome = error
+        if outcome not in (NagRuleCompliance.COMPLIANT, NagRuleCompliance.NOT_APPLICABLE, []):
+            found.append((rule, outcome))
+    return found
+
+
+@dataclass(frozen=True)
+class _TemplateOutcomes:
+    """Every rule run once over every resource of one synthesized template: what was found, by logical ID, and
+    the resource types with a finding (a resource of another type needs no more questions to jsii)."""
+
+    by_logical_id: dict[str, list[tuple[Rule, RuleResult | Exception]]]
+    types: frozenset[str]
+
+    @classmethod
+    def of(cls, template: Template) -> _TemplateOutcomes:
+        by_logical_id: dict[str, list[tuple[Rule, RuleResult | Exception]]] = {}
+        types: set[str] = set()
+        resources = template.get("Resources")
+        for logical_id, resource in (resources.items() if isinstance(resources, dict) else ()):
+            cfn_type = resource.get("Type") if isinstance(resource, dict) else None
+            rules = _RULES_BY_TYPE.get(cfn_type) if isinstance(cfn_type, str) else None
+            if not rules:
+                continue
+            properties = resource.get("Properties")
+            found = _outcomes(rules, properties if isinstance(properties, dict) else {}, template, logical_id)
+            if found:
+                by_logical_id[logical_id] = found
+                types.add(cfn_type)  # type: ignore[arg-type]
+        return cls(by_logical_id, frozenset(types))
+
+
+_TYPE_OF_CLASS: dict[type, str | None] = {}
+
+
+def _resource_type(node: CfnResource) -> str:
+    """The node's CloudFormation type. A generated L1 class (CfnBucket, ...) names its one type in the class
+    constant CFN_RESOURCE_TYPE_NAME: read through jsii once per class, not once per resource. A bare CfnResource
+    (or a subclass without the constant) carries its own."""
+    cls = type(node)
+    if cls not in _TYPE_OF_CLASS:
+        _TYPE_OF_CLASS[cls] = None if cls is CfnResource else getattr(cls, "CFN_RESOURCE_TYPE_NAME", None)
+    return _TYPE_OF_CLASS[cls] or node.cfn_resource_type
+
+
 class HyperPodChecks(NagPack):
-    """The HyperPod rule pack (see the module docstring for the rules)."""
+    """The HyperPod rule pack (see the module docstring for the rules).
+
+    cdk-nag walks the construct tree and calls ``_check_resource`` for every CfnResource, each call a round trip
+    between Node.js and Python. The rules run over each stack's synthesized template once, in Python, when the
+    first resource of that stack is visited; a visit then asks jsii only what it must: the resource's stack when
+    its type has rules, and its logical ID when a resource of its type in that template has a finding.
+    """
 
     def __init__(self, scope: IConstruct | None = None, *, verbose: bool | None = None) -> None:
         super().__init__(scope, verbose=verbose)
         self._pack_name = PACK_NAME
-        self._templates: dict[str, Template] = {}  # per template file and version: one read per synth
+        self._outcomes: dict[str, _TemplateOutcomes] = {}  # per template file and version: one pass per synth
         # Each stack's template file, asked of jsii once per stack rather than once per resource.
         self._template_paths: dict[Stack, Path] = {}
 
@@ -428,24 +487,18 @@ class HyperPodChecks(NagPack):
         return PACK_NAME
 
     def _check_resource(self, node: CfnResource) -> None:
-        rules = _RULES_BY_TYPE.get(node.cfn_resource_type)
-        if not rules:
+        cfn_type = _resource_type(node)
+        if cfn_type not in _RULES_BY_TYPE:
             return
         stack = Stack.of(node)
-        template = self._template(stack)
-        logical_id = stack.resolve(node.logical_id)
-        properties = template.get("Resources", {}).get(logical_id, {}).get("Properties", {})
-        for rule in rules:
-            try:
-                outcome: RuleResult | Exception = rule.check(properties, template, logical_id)
-            except Exception as error:  # noqa: BLE001 - reported on the resource, like cdk-nag's own rules
-                outcome = error
-            if outcome in (NagRuleCompliance.COMPLIANT, NagRuleCompliance.NOT_APPLICABLE, []):
-                continue
+        outcomes = self._template_outcomes(stack)
+        if cfn_type not in outcomes.types:
+            return
+        for rule, outcome in outcomes.by_logical_id.get(stack.resolve(node.logical_id), ()):
             # IApplyRule's stub declares settable attributes; cdk-nag only reads them, properties suffice.
             self._apply_rule(_Finding(rule, node, outcome))  # type: ignore[arg-type]
 
-    def _template(self, stack: Stack) -> Template:
+    def _template_outcomes(self, stack: Stack) -> _TemplateOutcomes:
         path = self._template_paths.get(stack)
         if path is None:
             stage = Stage.of(stack)
@@ -456,6 +509,6 @@ class HyperPodChecks(NagPack):
             raise TemplateNotSynthesized(f"{path} does not exist: apply HyperPodChecks as a validation "
                                          "plugin (Validations.of(app).add_plugins) or synthesize first")
         key = f"{path}@{path.stat().st_mtime_ns}"  # a later synth into the same outdir is read again
-        if key not in self._templates:
-            self._templates[key] = json.loads(path.read_text())
-        return self._templates[key]
+        if key not in self._outcomes:
+            self._outcomes[key] = _TemplateOutcomes.of(json.loads(path.read_text()))
+        return self._outcomes[key]
