@@ -471,8 +471,9 @@ class HyperPodChecks(NagPack):
 
     cdk-nag walks the construct tree and calls ``_check_resource`` for every CfnResource, each call a round trip
     between Node.js and Python. The rules run over each stack's synthesized template once, in Python, when the
-    first resource of that stack is visited; a visit then asks jsii only what it must: the resource's stack when
-    its type has rules, and its logical ID when a resource of its type in that template has a finding.
+    first resource of that stack whose type has rules is visited; a visit then asks jsii only what it must: the
+    resource's stack when its type has rules, and its logical ID when a resource of its type in that template
+    has a finding.
     """
 
     def __init__(self, scope: IConstruct | None = None, *, verbose: bool | None = None) -> None:

@@ -4,18 +4,27 @@ One process loads cfn-lint's rules and resource schemas once (the command line p
 template whose text was linted before is not linted again:
 - within a run, most variants share some of their stacks with the default config byte for byte;
 - across runs, the findings are kept on disk (``CACHE_DIR``), one file per template text. The file's name is the
-  SHA-256 of cfn-lint's version, its effective configuration (``repr`` of its ConfigMixIn: the ignored rules,
-  regions and anything a .cfnlintrc adds) and the template's bytes, so a template that changed by one byte, another
-  cfn-lint or another configuration is linted anew. Those are everything cfn-lint reads here: the resource
-  schemas ship inside the pinned package. A fresh clone (as in CI) has no cache and lints every template;
-  ``CFN_LINT_CACHE=off`` does the same on any run.
+  SHA-256 of what decides the findings: cfn-lint's version and the versions of the packages it requires, its
+  effective configuration (``repr`` of its ConfigMixIn: the ignored rules, regions and anything a .cfnlintrc
+  adds), this module's own source (how cfn-lint is called and its findings written), and the template's bytes.
+  A template that changed by one byte, another cfn-lint or dependency, another configuration or another version
+  of this module is linted anew.
+
+Not in the key, so the cache is not used at all: a configuration that names rule or schema files of its own
+(custom rules, extra rule directories, an override spec, registry schemas), whose contents could change under
+the same names. Not covered: `cfn-lint --update-specs`, which rewrites the schemas inside the installed package
+in place (this project pins cfn-lint and never runs it); `make clean` or ``CFN_LINT_CACHE=off`` after such a
+change. A fresh clone (as in CI) has no cache and lints every template; ``CFN_LINT_CACHE=off`` does the same on
+any run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
+import re
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -51,20 +60,43 @@ def _runner() -> Any:
     return Runner(_config())
 
 
+def _installed(requirement: str) -> str | None:
+    """``name==version`` of an installed requirement (an extra's that is not installed: None)."""
+    name = re.match(r"[A-Za-z0-9._-]+", requirement)
+    try:
+        return f"{name.group(0)}=={importlib.metadata.version(name.group(0))}" if name else None
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 @cache
 def _key_prefix() -> bytes:
-    """What besides the template decides cfn-lint's findings: its version and its effective configuration."""
+    """What besides the template decides cfn-lint's findings (see the module docstring)."""
     from cfnlint.version import __version__
 
-    return f"cfn-lint {__version__}\n{_config()!r}\n".encode()
+    dependencies = sorted(filter(None, map(_installed, importlib.metadata.requires("cfn-lint") or [])))
+    this_module = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return (f"cfn-lint {__version__}\n{' '.join(dependencies)}\n{_config()!r}\n{this_module}\n").encode()
 
 
 def cache_key(text: bytes) -> str:
     return hashlib.sha256(_key_prefix() + text).hexdigest()
 
 
+@cache
+def _config_names_files_of_its_own() -> bool:
+    """Whether cfn-lint's configuration names rule or schema files besides its own package's (module docstring)."""
+    import cfnlint.rules
+
+    config = _config()
+    builtin_rules = Path(cfnlint.rules.__file__).parent.resolve()
+    return bool(config.custom_rules or config.override_spec or config.registry_schemas
+                or any(Path(path).resolve() != builtin_rules for path in config.append_rules))
+
+
 def _disk_cache_on() -> bool:
-    return os.environ.get("CFN_LINT_CACHE", "").lower() not in {"off", "0", "false", "no"}
+    off = os.environ.get("CFN_LINT_CACHE", "").lower() in {"off", "0", "false", "no"}
+    return not off and not _config_names_files_of_its_own()
 
 
 def _read_cached(key: str) -> list[str] | None:

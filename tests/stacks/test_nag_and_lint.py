@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -130,12 +132,40 @@ def test_cfn_lint_cache_off_lints_every_time_and_keeps_nothing(tmp_path, lint_ca
     assert len(list(lint_cache.iterdir())) == 1
 
 
-def test_the_cache_key_names_cfn_lints_version_and_configuration():
+def test_the_cache_key_names_what_decides_the_findings(monkeypatch):
+    import importlib.metadata
+
     from cfnlint.version import __version__
 
     prefix = template_lint._key_prefix().decode()
     assert f"cfn-lint {__version__}" in prefix
+    for requirement in ("networkx", "regex", "sympy", "jsonpatch"):
+        assert f"{requirement}=={importlib.metadata.version(requirement)}" in prefix
     assert '"ignore_checks"' in prefix and "W3005" in prefix and '"regions"' in prefix
+    assert hashlib.sha256(Path(template_lint.__file__).read_bytes()).hexdigest() in prefix
+    # The key is of the prefix and the text together: another prefix, another key for the same text.
+    key = template_lint.cache_key(b"{}")
+    monkeypatch.setattr(template_lint, "_key_prefix", lambda: b"cfn-lint 0.0.0\n")
+    assert template_lint.cache_key(b"{}") != key
+
+
+def test_no_kept_findings_when_the_configuration_names_rule_files_of_its_own(tmp_path, lint_cache, monkeypatch):
+    """Their contents are not in the key: such a configuration lints every time and keeps nothing."""
+    from cfnlint.config import ConfigMixIn
+
+    template = tmp_path / "data.template.json"
+    template.write_text(json.dumps(PLANTED))
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    config = template_lint._config
+    for own in ({"append_rules": [str(rules)]}, {"override_spec": str(tmp_path / "spec.json")}):
+        monkeypatch.setattr(template_lint, "_config",
+                            lambda own=own: ConfigMixIn([], ignore_checks=list(CFN_LINT_IGNORED), **own))
+        template_lint._config_names_files_of_its_own.cache_clear()
+        assert not template_lint._disk_cache_on(), own
+    monkeypatch.setattr(template_lint, "_config", config)
+    template_lint._config_names_files_of_its_own.cache_clear()
+    assert template_lint._disk_cache_on()
 
 
 def test_aws_builtin_validation_fails_a_synth_of_this_suite_on_a_schema_error(tmp_path):
