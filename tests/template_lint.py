@@ -24,7 +24,6 @@ import hashlib
 import importlib.metadata
 import json
 import os
-import re
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -61,10 +60,13 @@ def _runner() -> Any:
 
 
 def _installed(requirement: str) -> str | None:
-    """``name==version`` of an installed requirement (an extra's that is not installed: None)."""
-    name = re.match(r"[A-Za-z0-9._-]+", requirement)
+    """``name==version`` of an installed requirement (an extra's that is not installed: None). The name is
+    parsed by `packaging` (pytest's own dependency), as pip parses it."""
+    from packaging.requirements import Requirement
+
+    name = Requirement(requirement).name
     try:
-        return f"{name.group(0)}=={importlib.metadata.version(name.group(0))}" if name else None
+        return f"{name}=={importlib.metadata.version(name)}"
     except importlib.metadata.PackageNotFoundError:
         return None
 
