@@ -22,8 +22,9 @@ from infra.config import eks_cluster_name
 #   (aws/amazon-vpc-cni-k8s, pkg/awsutils/awsutils.go: eniClusterTagKey, eniDescriptionPrefix);
 # - Kubernetes' AWS cloud provider tags what it creates kubernetes.io/cluster/<cluster> (owned|shared)
 #   (TagNameKubernetesClusterPrefix in the cloud provider's tags.go);
-# - the AWS Load Balancer Controller tags its load balancers elbv2.k8s.aws/cluster=<cluster> (unverified
-#   against the controller's source; seen in its users' configurations).
+# - the AWS Load Balancer Controller tags what it creates (load balancers, target groups) elbv2.k8s.aws/cluster=
+#   <cluster> (kubernetes-sigs/aws-load-balancer-controller@225f445: pkg/shared_constants/tag_keys.go
+#   TagKeyK8sCluster, set by pkg/deploy/tracking/provider.go StackTags).
 CNI_CLUSTER_TAG = "cluster.k8s.amazonaws.com/name"
 CNI_DESCRIPTION_PREFIX = "aws-K8S-"
 CLOUD_PROVIDER_TAG_PREFIX = "kubernetes.io/cluster/"

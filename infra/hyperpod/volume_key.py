@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
@@ -12,12 +12,16 @@ class HyperPodVolumeKey(Construct):
     """A symmetric KMS key, rotated yearly, that encrypts the EBS volumes of the instance groups using it.
 
     AWS's page "Customer managed AWS KMS key encryption for SageMaker HyperPod"
-    (https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html) asks for ``kms:CreateGrant`` for the
-    execution role, which HyperPod uses to scale groups out, add nodes and patch software; the key policy gives it
-    to ``execution_role`` (with the account's IAM statement CDK writes into every key policy). The same page says
-    the key policy must not be scoped down with encryption-context conditions (HyperPod passes none), so it has
-    none. Unverified: that page's complete list of key-policy actions could not be read here; only
-    ``kms:CreateGrant`` is granted, and a first deploy with a customer managed key is the check.
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html, read in the copy
+    c2hans/aws-docs@63cf41d:docs/sagemaker/latest/dg/smcluster-cmk.md) gives the key policy: beside the account's
+    statement (which CDK writes into every key policy), ``kms:CreateGrant`` for the execution role with
+    ``kms:ViaService`` = ``sagemaker.<region>.amazonaws.com`` and ``kms:GrantIsForAWSResource`` true, and
+    ``kms:DescribeKey`` for the same role with the same ``kms:ViaService``. HyperPod uses the grants to scale
+    groups out, add nodes and patch software. The key policy names the role itself, which is enough when key and
+    role are in one account ("You can use the key policy alone to control access",
+    https://docs.aws.amazon.com/kms/latest/developerguide/control-access.html), so the role's own policy is left
+    alone. The same page says the key policy must not be scoped down with encryption-context conditions
+    (HyperPod passes none): it has none.
 
     A group's key cannot change once the group exists (same page): the replacement guard records it per group.
     """
@@ -36,10 +40,21 @@ class HyperPodVolumeKey(Construct):
             self, "Key", enable_key_rotation=True, removal_policy=removal_policy,
             description=f"EBS volumes of the SageMaker HyperPod cluster {cluster_name}",
         )
+        # In a key policy "*" is this key. The two statements as AWS's page writes them: the Bool condition exists
+        # only in grant requests, so DescribeKey has its own statement without it.
+        via_sagemaker = {"kms:ViaService": f"sagemaker.{Stack.of(self).region}.amazonaws.com"}
         self.key.add_to_resource_policy(iam.PolicyStatement(
             sid="HyperPodExecutionRoleCreatesGrants",
             principals=[execution_role],
             actions=["kms:CreateGrant"],
             resources=["*"],
+            conditions={"StringEquals": via_sagemaker, "Bool": {"kms:GrantIsForAWSResource": "true"}},
+        ))
+        self.key.add_to_resource_policy(iam.PolicyStatement(
+            sid="HyperPodExecutionRoleDescribesKey",
+            principals=[execution_role],
+            actions=["kms:DescribeKey"],
+            resources=["*"],
+            conditions={"StringEquals": via_sagemaker},
         ))
         self.key_id = self.key.key_id

@@ -43,10 +43,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "sagemaker:BatchAddClusterNodes and BatchDeleteClusterNodes are newer than parliament's action list; both "
         "are operations of botocore's sagemaker model and the actions of AWS's Karpenter role "
         "(awslabs/awsome-distributed-training@0edaf15: modules/sagemaker_iam_role/main.tf, karpenter_policy).",
-    ("RESOURCE_MISMATCH", "FsxCsiDriverControllerRoleDefaultPolicyC9ABE9B9"):
-        "parliament's copy of the Service Authorization Reference lists no resource type for "
-        "fsx:DescribeFileSystems; the statement names the one file system on purpose. Unverified against the "
-        "current reference: see the comment in infra/storage.py (FsxCsiDriver).",
     ("RESOURCE_STAR", "ObservabilityGrafanaWorkspacePolicy9801C29F"):
         "Grafana's CloudWatch data source reads alarms, insight rules and Logs Insights queries across the "
         "account; these read actions take no narrower resource in practice, as in AmazonGrafanaCloudWatchAccess.",

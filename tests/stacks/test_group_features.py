@@ -61,8 +61,17 @@ def test_key_policy_lets_the_execution_role_create_grants_without_encryption_con
     (role_id,) = group_features_synth.resources("hyperpod", "AWS::IAM::Role").keys() & {
         r for r, v in group_features_synth.resources("hyperpod", "AWS::IAM::Role").items()
         if "sagemaker.amazonaws.com" in json.dumps(v["Properties"]["AssumeRolePolicyDocument"])}
-    assert hyperpod["Principal"] == {"AWS": {"Fn::GetAtt": [role_id, "Arn"]}}
+    (describe,) = [s for s in statements if s.get("Sid") == "HyperPodExecutionRoleDescribesKey"]
+    # AWS's key policy (smcluster-cmk.html): both actions for the execution role, only through SageMaker in
+    # this region, and grants only for AWS resources.
+    via = {"kms:ViaService": f"sagemaker.{group_features_synth.config.region}.amazonaws.com"}
+    for statement in (hyperpod, describe):
+        assert statement["Principal"] == {"AWS": {"Fn::GetAtt": [role_id, "Arn"]}}
+        assert statement["Effect"] == "Allow" and statement["Resource"] == "*"
     assert hyperpod["Action"] == "kms:CreateGrant"
+    assert hyperpod["Condition"] == {"StringEquals": via, "Bool": {"kms:GrantIsForAWSResource": "true"}}
+    assert describe["Action"] == "kms:DescribeKey"
+    assert describe["Condition"] == {"StringEquals": via}
     # AWS: HyperPod passes no encryption context, so no statement may be conditioned on one.
     assert "kms:EncryptionContext" not in json.dumps(statements)
 

@@ -182,7 +182,8 @@ def test_csi_driver_addon_runs_on_its_own_pod_identity_role_scoped_to_the_file_s
     policies = [r for r in resources.values()
                 if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]]
     (statement,) = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
-    assert statement["Resource"] == {"Fn::GetAtt": [_file_system(fsx_synth)[0], "ResourceARN"]}
+    # The action takes no resource type (Service Authorization Reference): "*" is the only Resource that matches.
+    assert statement["Resource"] == "*"
     assert statement["Action"] == "fsx:DescribeFileSystems"  # static claim: nothing to update
     assert not [r for r in resources.values() if r["Type"] == "AWS::IAM::ManagedPolicy"]
 

