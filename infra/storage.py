@@ -188,11 +188,10 @@ class FsxCsiDriver(Construct):
         # system of the region with DescribeFileSystems (no filter) once a minute, and CreateVolume,
         # ValidateVolumeCapabilities and ControllerExpandVolume describe one (kubernetes-sigs/aws-fsx-csi-driver
         # @5b22712: pkg/cloud/cloud.go, pkg/driver/controller.go); a static volume mounts by DNS and mount name.
-        # fsx:DescribeFileSystems lists no resource type in the Service
-        # Authorization Reference (https://docs.aws.amazon.com/service-authorization/latest/reference/
-        # list_amazonfsx.html, read in salesforce/policy_sentry@81b0a66:policy_sentry/shared/data/docs/
-        # list_amazonfsx.html): only Resource "*" matches, and a statement naming the file system would allow
-        # nothing.
+        # fsx:DescribeFileSystems lists no resource type in the Service Authorization Reference
+        # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonfsx.html, read in
+        # salesforce/policy_sentry@81b0a66:policy_sentry/shared/data/docs/list_amazonfsx.html): only Resource "*"
+        # matches, and a statement naming the file system would allow nothing.
         self.role.add_to_policy(iam.PolicyStatement(
             sid="DescribeFileSystems",
             actions=["fsx:DescribeFileSystems"],
