@@ -203,6 +203,8 @@ def compose(
     volume_key = HyperPodVolumeKey(scope, "VolumeKey", cluster_name=hp.cluster_name, execution_role=role.role,
                                    removal_policy=removal) \
         if any(g.volume_encryption == "customer_managed" for g in groups) else None
+    if volume_key is not None and role.policy is not None:  # a role brought along brings its own permissions
+        role.policy.add_statements(volume_key.execution_role_statement)
     tiered = hp.tiered_checkpointing
     # Karpenter autoscaling: the role exists before the cluster names it; the node pools need the cluster.
     autoscaling_role = HyperPodAutoscalingRole(scope, "AutoscalingRole") if hp.autoscaling.enabled else None

@@ -17,11 +17,13 @@ class HyperPodVolumeKey(Construct):
     statement (which CDK writes into every key policy), ``kms:CreateGrant`` for the execution role with
     ``kms:ViaService`` = ``sagemaker.<region>.amazonaws.com`` and ``kms:GrantIsForAWSResource`` true, and
     ``kms:DescribeKey`` for the same role with the same ``kms:ViaService``. HyperPod uses the grants to scale
-    groups out, add nodes and patch software. The key policy names the role itself, which is enough when key and
-    role are in one account ("You can use the key policy alone to control access",
-    https://docs.aws.amazon.com/kms/latest/developerguide/control-access.html), so the role's own policy is left
-    alone. The same page says the key policy must not be scoped down with encryption-context conditions
-    (HyperPod passes none): it has none.
+    groups out, add nodes and patch software. The key policy names the role itself, which is enough for KMS when
+    key and role are in one account ("You can use the key policy alone to control access",
+    https://docs.aws.amazon.com/kms/latest/developerguide/control-access.html). The page also asks for the two
+    actions in the execution role's own policy ("Ensure that the AWS IAM execution role ... has the following
+    permissions"), so ``execution_role_statement`` holds them for this key; the caller adds it to the role's
+    policy that the cluster depends on (the app does, in ``infra.composition``). The same page says the key
+    policy must not be scoped down with encryption-context conditions (HyperPod passes none): it has none.
 
     A group's key cannot change once the group exists (same page): the replacement guard records it per group.
     """
@@ -57,4 +59,10 @@ class HyperPodVolumeKey(Construct):
             resources=["*"],
             conditions={"StringEquals": via_sagemaker},
         ))
+        # AWS's page gives Resource "*" in the role's policy; this key is the only one the role needs.
+        self.execution_role_statement = iam.PolicyStatement(
+            sid="HyperPodVolumeKey",
+            actions=["kms:CreateGrant", "kms:DescribeKey"],
+            resources=[self.key.key_arn],
+        )
         self.key_id = self.key.key_id

@@ -133,3 +133,19 @@ def test_feature_config_is_the_documented_one():
     config = parse_config(mutate(GROUP_FEATURES), "test.yaml")
     hp = config.hyperpod
     assert [hp.group_volume_encryption(g) for g in hp.instance_groups] == ["customer_managed", "aws_managed"]
+
+
+def test_the_execution_roles_own_policy_holds_the_key_actions_before_the_cluster_exists(group_features_synth):
+    """AWS's page asks for kms:CreateGrant and kms:DescribeKey in the execution role's policy as well; here on this
+    key only, in the policy the HyperPod cluster waits for."""
+    (key_id,) = group_features_synth.resources("hyperpod", "AWS::KMS::Key")
+    policies = group_features_synth.resources("hyperpod", "AWS::IAM::Policy")
+    holding = {pid: s for pid, p in policies.items() for s in p["Properties"]["PolicyDocument"]["Statement"]
+               if s.get("Sid") == "HyperPodVolumeKey"}
+    ((policy_id, statement),) = holding.items()
+    assert statement == {"Sid": "HyperPodVolumeKey", "Effect": "Allow", "Resource": {"Fn::GetAtt": [key_id, "Arn"]},
+                         "Action": ["kms:CreateGrant", "kms:DescribeKey"]}
+    (cluster,) = group_features_synth.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    assert policy_id in cluster["DependsOn"]
+    role_ref = policies[policy_id]["Properties"]["Roles"][0]["Ref"]
+    assert cluster["Properties"]["InstanceGroups"][0]["ExecutionRole"] == {"Fn::GetAtt": [role_ref, "Arn"]}
