@@ -26,10 +26,11 @@ def _has_history() -> bool:
     return found.returncode == 0
 
 
-@pytest.mark.skipif(not _has_history(), reason="a checkout without the project's history (shallow clone)")
 def test_the_reference_commit_is_the_one_whose_line_counts_the_issue_gives():
     """Issue 14 describes its day's code by two line counts; they hold at the reference and at neither
     neighbour, so the commit is the day's and not one near it."""
+    if not _has_history():  # asked here, not at collection: no git call in a run that does not select this test
+        pytest.skip("a checkout without the project's history (shallow clone)")
     counts = {"infra/config.py": 664, "hpctl/cli.py": 665}
     assert {path: _lines(bench.REFERENCE_REV, path) for path in counts} == counts
     parent = f"{bench.REFERENCE_REV}~1"
