@@ -8,7 +8,10 @@ What it provisions is what AWS's own setups provision (aws/sagemaker-hyperpod-cl
 eks/cloudformation/resources/grafana-lambda-function/lambda_function/lambda_function.py, and
 awslabs/awsome-distributed-training@0edaf152: .../terraform-modules/hyperpod-eks-tf/modules/observability/
 grafana_workspace.tf): a ``cloudwatch`` and a ``prometheus`` data source (SigV4 with the workspace role), the
-folder "Sagemaker Hyperpod Alerts", AWS's dashboards with fixed UIDs, and AWS's alert rules. The HyperPod
+folder "Sagemaker Hyperpod Alerts", AWS's dashboards with fixed UIDs, and AWS's alert rules. Both setups predate
+Amazon Managed Grafana 12, which serves Amazon Managed Service for Prometheus through a plugin of its own: on a
+workspace of version 12 or later the ``prometheus`` data source is of that plugin's type and the dashboards are
+pointed at it (prometheus_type_for, retarget_prometheus). The HyperPod
 observability add-on only receives the Grafana workspace's name and ARN; neither setup gives it any
 ``grafana:`` permission, and both create this content themselves.
 
@@ -66,6 +69,19 @@ PROMETHEUS_URL = re.compile(r"^https://aps-workspaces\.[a-z0-9-]+\.amazonaws\.co
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 HOST = re.compile(r"^[A-Za-z0-9.-]+$")
+# Amazon Managed Grafana 12 serves Amazon Managed Service for Prometheus through its own plugin: "Starting in
+# Amazon Managed Grafana version 12, SigV4 authentication support in the Core Prometheus plugin has been removed"
+# (https://docs.aws.amazon.com/grafana/latest/userguide/prometheus-manually-adding.html, read as
+# c2hans/aws-docs@8aa2af74: docs/grafana/latest/userguide/prometheus-manually-adding.md), and the plugin "is
+# available starting in Amazon Managed Grafana version 12" (amazon-prometheus-data-source.md, c2hans/aws-docs@63cf41d6).
+# A workspace created without a version gets the latest ("If not specified, defaults to the latest version":
+# botocore 1.44.8, grafana CreateWorkspaceRequest.grafanaVersion), so a new workspace is on 12 or later.
+AMP_PLUGIN_MAJOR = 12
+# The plugin's type id: grafana/grafana-amazonprometheus-datasource@7abea3cb: src/plugin.json "id".
+AMP_PLUGIN_TYPE = "grafana-amazonprometheus-datasource"
+CORE_PROMETHEUS_TYPE = "prometheus"
+# WorkspaceDescription.grafanaVersion (botocore grafana model, required), e.g. "10.4".
+GRAFANA_VERSION = re.compile(r"(\d+)(\.\d+)*")
 
 # The Lambda runs 5 minutes at most; every network call ends before it does, leaving time to report.
 DEADLINE_MARGIN_SECONDS = 20
@@ -159,6 +175,8 @@ def provision(props: Mapping[str, Any], deadline: Deadline) -> dict[str, Any]:
                   for entry in content["dashboards"]]
     rules = alert_rules(files[content["alertRules"]["path"]])
     grafana = aws_client("grafana", target.region)
+    prometheus_type = prometheus_type_for(grafana_version(grafana, target.workspace_id))
+    dashboards = [Dashboard(d.uid, retarget_prometheus(d.model, prometheus_type)) for d in dashboards]
     enable_alerting(grafana, target.workspace_id, deadline)
     account_id = service_account_id(grafana, target)
     seconds = min(2592000, math.ceil(deadline.remaining()) + DEADLINE_MARGIN_SECONDS + TOKEN_SLACK_SECONDS)
@@ -168,7 +186,7 @@ def provision(props: Mapping[str, Any], deadline: Deadline) -> dict[str, Any]:
     )["serviceAccountToken"]
     try:
         api = GrafanaApi(target.endpoint, token["key"], deadline)
-        upsert_data_sources(api, target)
+        upsert_data_sources(api, target, prometheus_type)
         ensure_folder(api)
         for dashboard in dashboards:
             api.call("POST", "/api/dashboards/db",
@@ -178,7 +196,8 @@ def provision(props: Mapping[str, Any], deadline: Deadline) -> dict[str, Any]:
     finally:
         delete_token(grafana, target.workspace_id, account_id, token["id"])
     return {"PhysicalResourceId": target.physical_id,
-            "Data": {"Dashboards": str(len(dashboards)), "AlertRules": str(len(rules))}}
+            "Data": {"Dashboards": str(len(dashboards)), "AlertRules": str(len(rules)),
+                     "PrometheusDataSourceType": prometheus_type}}
 
 
 def delete(props: Mapping[str, Any], physical_id: str) -> dict[str, Any]:
@@ -404,6 +423,53 @@ def _scalar(raw: str) -> str:
 # --- Amazon Managed Grafana ----------------------------------------------------------------------
 
 
+def grafana_version(grafana: Any, workspace_id: str) -> str:
+    return str(grafana.describe_workspace(workspaceId=workspace_id)["workspace"]["grafanaVersion"])
+
+
+def prometheus_type_for(version: str) -> str:
+    """The data source type that reaches Amazon Managed Service for Prometheus in a workspace of ``version``:
+    Grafana's core Prometheus data source with SigV4 before 12, the Amazon Managed Service for Prometheus
+    plugin from 12 on (see AMP_PLUGIN_MAJOR)."""
+    match = GRAFANA_VERSION.fullmatch(version)
+    if match is None:
+        raise ProvisionerError(f"the workspace reports Grafana version {version[:40]!r}, which is not a version "
+                               "number: cannot tell which Prometheus data source it takes")
+    return AMP_PLUGIN_TYPE if int(match.group(1)) >= AMP_PLUGIN_MAJOR else CORE_PROMETHEUS_TYPE
+
+
+def retarget_prometheus(model: dict[str, Any], prometheus_type: str) -> dict[str, Any]:
+    """A copy of a dashboard whose Prometheus references name ``prometheus_type``.
+
+    AWS's dashboards (CONTENT_COMMIT of infra/grafana_content.py) are written for the core plugin: panels and
+    queries refer to ``{"type": "prometheus", "uid": "${datasource}"}``, and the hidden ``datasource`` variable
+    lists the data sources of plugin ``prometheus`` (``{"type": "datasource", "query": "prometheus"}``). A data
+    source reference's ``type`` is "the plugin type-id", and a data source variable picks among the data sources
+    of one plugin (https://grafana.com/docs/grafana/latest/observability-as-code/schema-v2/variables-schema/:
+    DataSourceRef, DatasourceVariableKind pluginId): with the plugin's data source, the variable would find
+    nothing. AMG updates the dashboards of the data sources it migrates itself (prometheus-manually-adding.md,
+    above); this does the same for the dashboards it provisions. Other references (CloudWatch, Grafana's own)
+    are kept."""
+    if prometheus_type == CORE_PROMETHEUS_TYPE:
+        return model
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        copy = {key: walk(value) for key, value in node.items()}
+        reference = copy.get("datasource")
+        if isinstance(reference, dict) and reference.get("type") == CORE_PROMETHEUS_TYPE:
+            copy["datasource"] = {**reference, "type": prometheus_type}
+        if copy.get("type") == "datasource" and copy.get("query") == CORE_PROMETHEUS_TYPE:
+            copy["query"] = prometheus_type
+        return copy
+
+    retargeted: dict[str, Any] = walk(model)
+    return retargeted
+
+
 def aws_client(service: str, region: str) -> Any:
     config = Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=30)
     return boto3.client(service, region_name=region, config=config)
@@ -503,15 +569,25 @@ class GrafanaApi:
         raise ProvisionerError(f"Grafana {what} returned HTTP {status}: {body[:REASON_CHARS].decode(errors='replace')}")
 
 
-def upsert_data_sources(api: GrafanaApi, target: Target) -> None:
-    """The two data sources AWS's setups create, signed with the workspace's IAM role (``ec2_iam_role``)."""
+def upsert_data_sources(api: GrafanaApi, target: Target, prometheus_type: str) -> None:
+    """The two data sources AWS's setups create, signed with the workspace's IAM role (``ec2_iam_role``); the
+    Prometheus one of ``prometheus_type`` (prometheus_type_for)."""
     signing = {"authType": "sigv4", "sigV4Auth": True, "sigV4Region": target.region,
                "defaultRegion": target.region, "httpMethod": "POST", "sigV4AuthType": "ec2_iam_role"}
+    prometheus_json = signing
+    if prometheus_type == AMP_PLUGIN_TYPE:
+        # The plugin signs every request and takes the SigV4 settings of Grafana's HTTP client, the service name
+        # "aps" by default (grafana/grafana-amazonprometheus-datasource@7abea3cb: docs/sources/configure.md, its
+        # provisioning example: sigV4Auth, sigV4AuthType, sigV4Region, sigv4Service; "`default` or
+        # `ec2_iam_role`" as base providers; pkg/datasource.go extendClientOpts). ec2_iam_role as AWS's setups
+        # use for the workspace role; not checked against a live version 12 workspace.
+        prometheus_json = {"sigV4Auth": True, "sigV4AuthType": "ec2_iam_role", "sigV4Region": target.region,
+                           "sigv4Service": "aps", "httpMethod": "POST"}
     for source in (
         {"uid": CLOUDWATCH_UID, "name": "cloudwatch", "type": "cloudwatch", "access": "proxy",
          "isDefault": False, "jsonData": signing},
-        {"uid": PROMETHEUS_UID, "name": "prometheus", "type": "prometheus", "access": "proxy",
-         "url": target.prometheus_url, "isDefault": True, "jsonData": signing},
+        {"uid": PROMETHEUS_UID, "name": "prometheus", "type": prometheus_type, "access": "proxy",
+         "url": target.prometheus_url, "isDefault": True, "jsonData": prometheus_json},
     ):
         path = f"/api/datasources/uid/{quote(str(source['uid']))}"
         if api.call("GET", path, allow=frozenset({404})) == 404:

@@ -21,7 +21,17 @@ TOKEN_KEY = "glsa_test_token"  # noqa: S105 - a fake token
 
 # Test content written for these tests (not AWS's files): two dashboards and a rules file in the same shape.
 FILES: dict[str, bytes] = {
-    "dashboards/gpu.json": json.dumps({"title": "GPU", "uid": "upstream", "id": 54, "panels": [{"id": 1}]}).encode(),
+    # Data source references as AWS's dashboards write them: a hidden variable listing the Prometheus data
+    # sources, panels and queries pointing at it, and a CloudWatch panel.
+    "dashboards/gpu.json": json.dumps({
+        "title": "GPU", "uid": "upstream", "id": 54,
+        "templating": {"list": [{"name": "datasource", "type": "datasource", "query": "prometheus", "hide": 2},
+                                {"name": "cloudwatch", "type": "datasource", "query": "cloudwatch", "hide": 2}]},
+        "panels": [{"id": 1, "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                    "targets": [{"datasource": {"type": "prometheus", "uid": "${datasource}"}, "expr": "up"}]},
+                   {"id": 2, "datasource": {"type": "cloudwatch", "uid": "${cloudwatch}"}},
+                   {"id": 3, "datasource": {"type": "datasource", "uid": "grafana"}}],
+    }).encode(),
     "dashboards/wrapped.json": json.dumps({"dashboard": {"title": "Wrapped", "panels": []}}).encode(),
     "rules/alert-rules.yaml": b"""groups:
   - name: sagemaker_hyperpod_alerts
@@ -159,7 +169,16 @@ def grafana_client() -> tuple[Any, Stubber]:
     return client, Stubber(client)
 
 
-def expect_alerting(stubber: Stubber, configuration: str) -> None:
+def workspace(version: str = "10.4", status: str = "ACTIVE") -> dict[str, Any]:
+    """DescribeWorkspace's answer (WorkspaceDescription's required members, botocore's grafana model)."""
+    return {"workspace": {"id": WORKSPACE, "status": status, "endpoint": ENDPOINT, "grafanaVersion": version,
+                          "dataSources": [], "authentication": {"providers": ["AWS_SSO"]}, "created": 0,
+                          "modified": 0}}
+
+
+def expect_alerting(stubber: Stubber, configuration: str, version: str = "10.4") -> None:
+    """The workspace's Grafana version is asked first, then its configuration (alerting on or off)."""
+    stubber.add_response("describe_workspace", workspace(version), {"workspaceId": WORKSPACE})
     stubber.add_response("describe_workspace_configuration", {"configuration": configuration},
                          {"workspaceId": WORKSPACE})
 

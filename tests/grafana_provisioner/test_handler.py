@@ -31,6 +31,7 @@ from .fakes import (
     expect_token,
     expect_token_deleted,
     grafana_client,
+    workspace,
 )
 
 ALERTING_ON = json.dumps({"unifiedAlerting": {"enabled": True}})
@@ -75,9 +76,7 @@ def test_create_provisions_data_sources_folder_dashboards_and_rules_then_deletes
     expect_alerting(grafana, "{}")
     grafana.add_response("update_workspace_configuration", {},
                          {"workspaceId": WORKSPACE, "configuration": ALERTING_ON})
-    grafana.add_response("describe_workspace", {"workspace": {
-        "id": WORKSPACE, "status": "ACTIVE", "endpoint": ENDPOINT, "grafanaVersion": "10.4", "dataSources": [],
-        "authentication": {"providers": ["AWS_SSO"]}, "created": 0, "modified": 0}}, {"workspaceId": WORKSPACE})
+    grafana.add_response("describe_workspace", workspace("10.4"), {"workspaceId": WORKSPACE})
     expect_token(grafana, existing_account=False)
     expect_token_deleted(grafana)
 
@@ -85,7 +84,7 @@ def test_create_provisions_data_sources_folder_dashboards_and_rules_then_deletes
 
     grafana.assert_no_pending_responses()
     assert result["PhysicalResourceId"] == f"{WORKSPACE}/{ACCOUNT_NAME}"
-    assert result["Data"] == {"Dashboards": "2", "AlertRules": "2"}
+    assert result["Data"] == {"Dashboards": "2", "AlertRules": "2", "PrometheusDataSourceType": "prometheus"}
     prometheus = web.data_sources["prometheus"]
     assert prometheus["type"] == "prometheus" and prometheus["isDefault"] is True
     assert prometheus["url"] == PROMETHEUS_URL
@@ -102,8 +101,93 @@ def test_create_provisions_data_sources_folder_dashboards_and_rules_then_deletes
     (query,) = rule["data"]
     assert query["datasourceUid"] == "prometheus" and query["model"]["expr"] == "DCGM_FI_DEV_GPU_TEMP > 80"
     assert web.rules["hp-GPUXidError"]["for"] == "5m", "AWS's default when a rule has no 'for'"
+    gpu = json.loads(FILES["dashboards/gpu.json"])
+    sent = {k: v for k, v in web.dashboards["hp-gpu"].items() if k not in ("uid", "id")}
+    assert sent == {k: v for k, v in gpu.items() if k not in ("uid", "id")}, "before 12: as AWS wrote them"
     assert all(h.get("X-Disable-Provenance") == "true" for (m, u), h in zip(web.calls, web.headers, strict=True)
                if "/provisioning/alert-rules" in u)
+
+
+def prometheus_references(model: Any) -> list[str]:
+    """The type of every data source reference and the plugin of every data source variable, in document order."""
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("datasource"), dict):
+                found.append(node["datasource"].get("type"))
+            if node.get("type") == "datasource" and "query" in node:
+                found.append(f"variable:{node['query']}")
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(model)
+    return found
+
+
+@pytest.mark.parametrize("version", ["12.4", "12", "13.0.1"])
+def test_from_grafana_12_prometheus_is_the_amp_plugin_and_the_dashboards_point_at_it(web, grafana, version):
+    expect_alerting(grafana, ALERTING_ON, version=version)
+    expect_token(grafana, existing_account=True)
+    expect_token_deleted(grafana)
+
+    result = run()
+
+    grafana.assert_no_pending_responses()
+    assert result["Data"]["PrometheusDataSourceType"] == "grafana-amazonprometheus-datasource"
+    prometheus = web.data_sources["prometheus"]
+    assert prometheus["type"] == "grafana-amazonprometheus-datasource" and prometheus["uid"] == "prometheus"
+    assert prometheus["url"] == PROMETHEUS_URL and prometheus["access"] == "proxy" and prometheus["isDefault"]
+    assert prometheus["jsonData"] == {"sigV4Auth": True, "sigV4AuthType": "ec2_iam_role", "sigV4Region": REGION,
+                                      "sigv4Service": "aps", "httpMethod": "POST"}
+    assert web.data_sources["cloudwatch"]["type"] == "cloudwatch", "CloudWatch's data source is not affected"
+    assert web.data_sources["cloudwatch"]["jsonData"]["authType"] == "sigv4"
+    plugin = "grafana-amazonprometheus-datasource"
+    assert prometheus_references(web.dashboards["hp-gpu"]) == [
+        f"variable:{plugin}", "variable:cloudwatch", plugin, plugin, "cloudwatch", "datasource"]
+    assert web.dashboards["hp-gpu"]["panels"][0]["targets"][0] == {
+        "datasource": {"type": plugin, "uid": "${datasource}"}, "expr": "up"}, "only the type changes"
+    assert web.rules["hp-GPUHighTemperature"]["data"][0]["datasourceUid"] == "prometheus"
+
+
+def test_a_workspace_upgraded_to_12_gets_its_prometheus_data_source_retyped_in_place(web, grafana):
+    for version in ("10.4", "12.4"):
+        expect_alerting(grafana, ALERTING_ON, version=version)
+        expect_token(grafana, existing_account=True)
+        expect_token_deleted(grafana)
+    run("Create")
+    assert web.data_sources["prometheus"]["type"] == "prometheus"
+    web.calls.clear()
+
+    run("Update")
+
+    assert ("PUT", f"https://{ENDPOINT}/api/datasources/uid/prometheus") in web.grafana_calls()
+    assert web.data_sources["prometheus"]["type"] == "grafana-amazonprometheus-datasource"
+    grafana.assert_no_pending_responses()
+
+
+# Each at least one character, as botocore's grafana model requires (the Stubber checks answers against it).
+@pytest.mark.parametrize("version", ["latest", "v12.4", "12.x", "9.4\n"])
+def test_a_version_that_is_not_a_number_fails_before_grafana_is_touched(web, grafana, version):
+    grafana.add_response("describe_workspace", workspace(version), {"workspaceId": WORKSPACE})
+    with pytest.raises(handler.ProvisionerError, match="not a version number"):
+        run()
+    grafana.assert_no_pending_responses()  # no token was made
+    assert web.grafana_calls() == []
+
+
+def test_retargeting_copies_the_dashboard_and_leaves_the_core_type_alone():
+    model = json.loads(FILES["dashboards/gpu.json"])
+    before = json.dumps(model, sort_keys=True)
+    retargeted = handler.retarget_prometheus(model, handler.AMP_PLUGIN_TYPE)
+    assert json.dumps(model, sort_keys=True) == before, "the input is not changed"
+    assert retargeted != model
+    assert handler.retarget_prometheus(model, "prometheus") == model
+    assert [handler.prometheus_type_for(v) for v in ("8.4", "9.4", "10.4", "11.9", "12.0", "12.4")] == \
+        ["prometheus"] * 4 + ["grafana-amazonprometheus-datasource"] * 2
 
 
 def test_update_reuses_the_account_and_overwrites_in_place(web, grafana):
@@ -263,10 +347,7 @@ def test_turning_on_alerting_keeps_other_settings_and_gives_up_on_a_failed_works
     grafana.add_response("update_workspace_configuration", {}, {
         "workspaceId": WORKSPACE,
         "configuration": json.dumps({"plugins": {"pluginAdminEnabled": True}, "unifiedAlerting": {"enabled": True}})})
-    grafana.add_response("describe_workspace", {"workspace": {
-        "id": WORKSPACE, "status": "UPDATE_FAILED", "endpoint": ENDPOINT, "grafanaVersion": "10.4",
-        "dataSources": [], "authentication": {"providers": ["AWS_SSO"]}, "created": 0, "modified": 0}},
-        {"workspaceId": WORKSPACE})
+    grafana.add_response("describe_workspace", workspace("10.4", "UPDATE_FAILED"), {"workspaceId": WORKSPACE})
     with pytest.raises(handler.ProvisionerError, match="UPDATE_FAILED after turning on alerting"):
         run()
     grafana.assert_no_pending_responses()
