@@ -12,7 +12,7 @@ from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY
 UPDATE = "update"  # UpdateCluster in place
 ADD = "add group"
 REMOVE = "remove group"  # deletes the group's nodes
-REPLACE = "REPLACES CLUSTER"  # create-only field: the whole cluster (every node) is replaced
+REFUSED = "HYPERPOD REFUSES: new group"  # fixed in an existing group (infra.create_only): the deploy fails
 CREATE = "create cluster"
 # Dropping AutoScaling from the template is not known to disable it (unverified): UpdateCluster with
 # AutoScaling Mode=Disable does (botocore's UpdateClusterRequest: "Use to enable or disable").
@@ -72,8 +72,8 @@ def _scheduled_update(deployed: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**deployed, "DeploymentConfig": deployment} if deployment else dict(deployed)
 
 
-# Create-only inside an existing instance group: a change replaces the whole cluster.
-_REPLACING_FIELDS = {field for field, api in _API_NAMES.items() if api in HYPERPOD_GROUP_CREATE_ONLY}
+# Fixed inside an existing instance group (infra.create_only): HyperPod's UpdateCluster does not change them.
+_FIXED_FIELDS = {field for field, api in _API_NAMES.items() if api in HYPERPOD_GROUP_CREATE_ONLY}
 
 
 def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
@@ -101,7 +101,7 @@ def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
             if field == "image_id" and value in (None, "default"):
                 continue  # the API reports the AMI HyperPod chose, the config names none
             if have[field] != value:
-                effect = REPLACE if field in _REPLACING_FIELDS else UPDATE
+                effect = REFUSED if field in _FIXED_FIELDS else UPDATE
                 changes.append(Change(name, field, have[field], value, effect))
     for name, group in live.items():
         if name not in wanted:
@@ -122,8 +122,9 @@ def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
     return changes
 
 
-def replaces_cluster(changes: list[Change]) -> bool:
-    return any(c.effect == REPLACE for c in changes)
+def refused(changes: list[Change]) -> bool:
+    """Whether a change is one HyperPod does not make to an existing group (the deploy would fail)."""
+    return any(c.effect == REFUSED for c in changes)
 
 
 def changes_json(changes: list[Change]) -> list[dict[str, Any]]:

@@ -529,6 +529,7 @@ def compare_templates(deployed: dict[str, Any], synth: dict[str, Any], resource_
     if not old:
         return PASS, f"no {resource_type} deployed yet"
     problems: list[str] = []
+    fixed: list[str] = []  # changes HyperPod does not make to an existing group (infra.create_only)
     warnings: list[str] = []
     for logical_id, old_props in old.items():
         if logical_id not in new:
@@ -538,17 +539,22 @@ def compare_templates(deployed: dict[str, Any], synth: dict[str, Any], resource_
             )
             continue
         new_props = new[logical_id]
-        problems += [f"{logical_id}.{p} changes" for p in _changed(old_props, new_props, dotted(resource_type))]
+        replaced = [f"{logical_id}.{p} changes" for p in _changed(old_props, new_props, dotted(resource_type))]
+        problems += replaced
         if resource_type == "AWS::EKS::Cluster":
             warnings += [
                 f"{logical_id}.{p} changes (EKS accepts only subnets in the original AZs)"
                 for p in _changed(old_props, new_props, EKS_RESTRICTED)
             ]
         if resource_type == "AWS::SageMaker::Cluster":
-            problems += _group_changes(logical_id, old_props, new_props)
+            if not replaced:  # a replaced cluster gets new groups: nothing of the old ones is kept
+                fixed += _group_changes(logical_id, old_props, new_props)
             warnings += _group_removals(logical_id, old_props, new_props)
     if problems:
         return FAIL, "would REPLACE: " + "; ".join(problems)
+    if fixed:
+        return FAIL, "HyperPod does not change these on an existing instance group (add a new group): " + "; ".join(
+            fixed)
     if warnings:
         return WARN, "; ".join(warnings)
     return PASS, f"{', '.join(old)}: same logical ID, create-only properties unchanged"

@@ -32,17 +32,22 @@ RESOURCE_TYPES = (
     "AWS::S3::Bucket",
 )
 
-# Create-only inside an existing HyperPod instance group. The CloudFormation schema cannot say so (the groups
-# are one list property), so these come from AWS's HyperPod documentation as recorded in the project's
-# architecture notes. Unverified in part: AWS's "Updating SageMaker HyperPod cluster configuration" page
-# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-cli-command-update-cluster.html)
-# says UpdateCluster can change an existing group's instance type; the guard keeps InstanceType here, erring
-# on the side of refusing, until a CloudFormation update of it is observed to keep the cluster.
-# InstanceRequirements (the type list of a flexible group) is kept with InstanceType for the same reason, so a group
-# switching between the two, or a changed list, is refused like a type change. Unverified either way: UpdateCluster
-# accepts InstanceRequirements, and DescribeCluster reports DesiredInstanceTypes "as specified in the most recent
-# update request" (botocore's sagemaker model, ClusterInstanceRequirementDetails), which suggests HyperPod edits
-# the list in place; no document read says whether a CloudFormation update of it keeps the cluster.
+# Fixed inside an existing HyperPod instance group. CloudFormation does not replace the cluster for them: its
+# template reference marks every ClusterInstanceGroup property "Update requires: No interruption"
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-sagemaker-cluster-clusterinstancegroup.html,
+# read as c2hans/aws-docs@2b828ab1), and the schema's createOnlyProperties name no group path. It sends
+# UpdateCluster, and HyperPod's "Updating SageMaker HyperPod cluster configuration" page
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-cli-command-update-cluster.html,
+# c2hans/aws-docs@63cf41d6) says what that call keeps: "To update an existing instance group, you must match the
+# instance type you initially specified to the group"; "You also cannot switch between `InstanceType` and
+# `InstanceRequirements`"; for ExecutionRole "keep using the same IAM role you attached during cluster
+# creation"; for ThreadsPerCore "keep using the same value". A change to one of these is taken to fail the deploy
+# (how HyperPod answers it is not documented, nor observed here): infra.hyperpod.lock.group_refusals refuses it at
+# synth instead. The same page allows adding or removing types
+# of an InstanceRequirements list, except "an instance type that has active nodes running on it"; the guard does
+# not know which types have nodes and refuses any change of the list (stricter than HyperPod). InstanceGroupName
+# is how a group is matched, so it never differs for a matched group: a new name is a new group and the old one
+# is removed. OverrideVpcConfig: the page says nothing; refused as well (unverified either way).
 HYPERPOD_GROUP_CREATE_ONLY = ("InstanceGroupName", "InstanceType", "InstanceRequirements", "ExecutionRole",
                               "ThreadsPerCore", "OverrideVpcConfig")
 

@@ -29,7 +29,7 @@ def cmd_drift(args: argparse.Namespace, t: Target, clients: Any) -> int:
             {
                 "cluster": t.cluster,
                 "drift": bool(changes),
-                "replaces_cluster": drift.replaces_cluster(changes),
+                "refused": drift.refused(changes),
                 "changes": drift.changes_json(changes),
             }
         )
@@ -42,10 +42,10 @@ def cmd_drift(args: argparse.Namespace, t: Target, clients: Any) -> int:
         ["GROUP", "FIELD", "DEPLOYED", "CONFIG", "EFFECT"],
         [[c.group, c.field, c.deployed, c.config, c.effect] for c in changes],
     )
-    if drift.replaces_cluster(changes):
+    if drift.refused(changes):
         err(
-            "WARNING: a create-only field changes: cdk deploy would REPLACE the whole HyperPod cluster "
-            "and lose every node. Use a new instance group instead."
+            "WARNING: a field HyperPod keeps for the life of an instance group changes: the synth refuses it and "
+            "cdk deploy could not make it. Add a new instance group with the new values instead."
         )
     return EXIT_FAILED
 

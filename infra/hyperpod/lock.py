@@ -10,8 +10,10 @@ instance count.
 
 - Every synth compares its templates with ``config/locks/<project>.lock.json`` (keyed by the project, so
   moving or renaming the config file changes nothing) and refuses a replacement unless
-  ``hyperpod.allow_cluster_replacement`` is true, and the removal or renaming of an instance group that had
-  nodes unless the group is listed in ``hyperpod.acknowledge_group_removal``. A synth writes nothing to the
+  ``hyperpod.allow_cluster_replacement`` is true; a change HyperPod does not make to a deployed instance group
+  (its type, execution role, threads per core, subnets or volume key: the deploy would fail), whatever the
+  config says; and the removal or renaming of an instance group that had nodes unless the group is listed in
+  ``hyperpod.acknowledge_group_removal``. A synth writes nothing to the
   lock: it leaves its candidate in ``cdk.out/replacement-lock.json``.
 - ``make deploy`` promotes the candidate to the lock only after ``cdk deploy`` succeeded
   (``scripts/promote_lock.py``), so the lock always describes what was deployed. Writes are atomic.
@@ -194,25 +196,39 @@ def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list
             was, will = before["CreateOnly"].get(path), after["CreateOnly"].get(path)
             if was != will:
                 reasons.append(f"{key} ({before['Type']}) {path} changes from {_show(was)} to {_show(will)}")
+    return reasons
+
+
+def group_refusals(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Changes to a deployed instance group that HyperPod does not make (``infra.create_only``: the fields of
+    HYPERPOD_GROUP_CREATE_ONLY and the group's volume key), on a cluster that stays: CloudFormation updates the
+    cluster in place and HyperPod's UpdateCluster refuses them, so the deploy fails. A cluster whose own
+    create-only properties change is replaced with new groups: replacement_reasons reports that instead."""
+    refusals = []
+    now = current.get("resources", {})
+    for key, before in locked.get("resources", {}).items():
+        after = now.get(key)
+        if after is None or before["CreateOnly"] != after["CreateOnly"]:
+            continue
         groups_after = after.get("InstanceGroups", {})
         for name, group in before.get("InstanceGroups", {}).items():
             if name not in groups_after:
                 continue
             for field in HYPERPOD_GROUP_CREATE_ONLY:
                 if group.get(field) != groups_after[name].get(field):
-                    reasons.append(
+                    refusals.append(
                         f"hyperpod.instance_groups[{name}] {field} changes from {_show(group.get(field))} "
                         f"to {_show(groups_after[name].get(field))}"
                     )
             # A lock written before the key was recorded has none: the group was created with AWS's key.
             was, will = group.get(GROUP_VOLUME_KEY), groups_after[name].get(GROUP_VOLUME_KEY)
             if was != will:
-                reasons.append(
+                refusals.append(
                     f"hyperpod.instance_groups[{name}] the KMS key of its EBS volumes changes from {_volume_key(was)} "
-                    f"to {_volume_key(will)}, which HyperPod cannot do to an existing group (set the group's "
-                    f"volume_encryption to {'customer_managed' if was else 'aws_managed'} to keep it)"
+                    f"to {_volume_key(will)} (set the group's volume_encryption to "
+                    f"{'customer_managed' if was else 'aws_managed'} to keep it)"
                 )
-    return reasons
+    return refusals
 
 
 def removed_groups(locked: dict[str, Any], current: dict[str, Any]) -> dict[str, int]:
@@ -292,14 +308,21 @@ def guard_replacement(config: AppConfig, templates: Templates, lock_dir: Path) -
     locked = read_lock(path)
     if locked is None:
         return current
+    fixed = group_refusals(locked, current)
+    if fixed:
+        raise ConfigError(
+            "hyperpod.instance_groups", None,
+            "HyperPod does not change these on an existing instance group, so the deploy would fail: "
+            + "; ".join(fixed)
+            + f". Add a new instance group with the new values instead (compared with {path})",
+        )
     reasons = replacement_reasons(locked, current)
     if reasons and not config.hyperpod.allow_cluster_replacement:
         raise ConfigError(
             "hyperpod", None,
             "this change would REPLACE deployed resources (a new HyperPod cluster terminates every node): "
             + "; ".join(reasons)
-            + f". Create a new instance group instead, or set hyperpod.allow_cluster_replacement: true to accept "
-            f"the replacement (compared with {path})",
+            + f". Set hyperpod.allow_cluster_replacement: true to accept the replacement (compared with {path})",
         )
     refusals = autoscaling_refusals(locked, current, config.hyperpod.autoscaling.acknowledge_disable)
     if refusals:

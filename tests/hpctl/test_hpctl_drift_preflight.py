@@ -32,7 +32,7 @@ def test_count_and_health_check_changes_are_updates(run, write_config) -> None:
     data["hyperpod"]["instance_groups"][0].update(instance_count=5, deep_health_checks=[])
     code, result = run.json("drift", "--config", str(write_config(data)))
     assert code == 1
-    assert result["replaces_cluster"] is False
+    assert result["refused"] is False
     changes = {c["field"]: (c["deployed"], c["config"], c["effect"]) for c in result["changes"]}
     assert changes == {
         "instance_count": (3, 5, "update"),
@@ -41,14 +41,17 @@ def test_count_and_health_check_changes_are_updates(run, write_config) -> None:
 
 
 @mock_aws
-def test_type_change_on_an_existing_group_replaces_the_cluster(run, write_config) -> None:
+def test_type_change_on_an_existing_group_is_one_hyperpod_refuses(run, write_config) -> None:
     moto_cluster(boto3.client("sagemaker", region_name=REGION))
     data = config_data()
     data["hyperpod"]["instance_groups"][0].update(instance_type="ml.g5.12xlarge", threads_per_core=2)
     code, out, err = run("drift", "--config", str(write_config(data)))
     assert code == 1
-    assert "REPLACES CLUSTER" in out and "ml.g5.12xlarge" in out
-    assert "would REPLACE the whole HyperPod cluster" in err
+    assert "HYPERPOD REFUSES: new group" in out and "ml.g5.12xlarge" in out
+    assert "Add a new instance group" in err and "REPLACE" not in err
+    code, result = run.json("drift", "--config", str(write_config(data)))
+    assert code == 1 and result["refused"] is True
+    assert {c["field"]: c["effect"] for c in result["changes"]}["instance_type"] == "HYPERPOD REFUSES: new group"
 
 
 @mock_aws
@@ -65,7 +68,7 @@ def test_added_and_removed_groups(run, write_config) -> None:
         {"name": "new", "instance_type": "ml.g5.12xlarge", "instance_count": 2, "az_id": "usw2-az2"}
     )
     code, result = run.json("drift", "--config", str(write_config(data)))
-    assert code == 1 and result["replaces_cluster"] is False
+    assert code == 1 and result["refused"] is False
     assert {(c["group"], c["effect"]) for c in result["changes"]} == {
         ("new", "add group"),
         ("old", "remove group"),
@@ -323,6 +326,7 @@ def test_a_group_instance_type_change_fails(tmp_path: Path) -> None:
     )
     check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster")
     assert check.verdict == "fail" and "group workers: InstanceType changes" in check.reason
+    assert check.reason.startswith("HyperPod does not change these on an existing instance group"), check.reason
 
 
 def test_a_volume_key_on_a_deployed_group_fails(tmp_path: Path) -> None:
@@ -788,7 +792,7 @@ def _described(*groups: dict) -> dict:
 
 
 def test_drift_of_a_flexible_group_compares_its_types_in_order() -> None:
-    from hpctl.drift import REPLACE, compare
+    from hpctl.drift import REFUSED, compare
 
     deployed = _described(FLEXIBLE_GROUP)
     flexible = config_data()
@@ -798,16 +802,16 @@ def test_drift_of_a_flexible_group_compares_its_types_in_order() -> None:
     reordered["hyperpod"]["instance_groups"][0].update(instance_type="ml.g5.12xlarge",
                                                        fallback_instance_types=["ml.g5.8xlarge"])
     changes = {c.field: (c.deployed, c.config, c.effect) for c in compare(deployed, parse_config(reordered))}
-    assert changes == {"instance_type": ("ml.g5.8xlarge", "ml.g5.12xlarge", REPLACE),
-                       "fallback_instance_types": (["ml.g5.12xlarge"], ["ml.g5.8xlarge"], REPLACE)}
+    assert changes == {"instance_type": ("ml.g5.8xlarge", "ml.g5.12xlarge", REFUSED),
+                       "fallback_instance_types": (["ml.g5.12xlarge"], ["ml.g5.8xlarge"], REFUSED)}
     # The config drops the fallback: a single-type group again, which the guard treats like a type change.
     [change] = compare(deployed, parse_config(config_data()))
     assert (change.field, change.deployed, change.config, change.effect) == \
-        ("fallback_instance_types", ["ml.g5.12xlarge"], [], REPLACE)
+        ("fallback_instance_types", ["ml.g5.12xlarge"], [], REFUSED)
 
 
-def test_drift_turning_a_group_flexible_replaces_and_a_removed_one_names_its_types() -> None:
-    from hpctl.drift import REMOVE, REPLACE, compare
+def test_drift_turning_a_group_flexible_is_refused_and_a_removed_one_names_its_types() -> None:
+    from hpctl.drift import REFUSED, REMOVE, compare
 
     single = {k: v for k, v in FLEXIBLE_GROUP.items() if k not in ("InstanceRequirements", "InstanceTypeDetails")}
     deployed = _described({**single, "InstanceType": "ml.g5.8xlarge"})
@@ -815,7 +819,7 @@ def test_drift_turning_a_group_flexible_replaces_and_a_removed_one_names_its_typ
     flexible["hyperpod"]["instance_groups"][0]["fallback_instance_types"] = ["ml.g5.12xlarge"]
     [change] = compare(deployed, parse_config(flexible))
     assert (change.field, change.deployed, change.config, change.effect) == \
-        ("fallback_instance_types", [], ["ml.g5.12xlarge"], REPLACE)
+        ("fallback_instance_types", [], ["ml.g5.12xlarge"], REFUSED)
     renamed = config_data()
     renamed["hyperpod"]["instance_groups"][0]["name"] = "others"
     removed = [c for c in compare(_described(FLEXIBLE_GROUP), parse_config(renamed)) if c.effect == REMOVE]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from infra.create_only import DATA_FILE, HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, from_cfn_lint, lookup
-from infra.hyperpod.lock import replacement_reasons, snapshot
+from infra.hyperpod.lock import group_refusals, replacement_reasons, snapshot
 from infra.intrinsics import render
 from tests.conftest import Synthesized, mutate, synthesize_variant
 
@@ -141,6 +141,7 @@ def test_routine_change_replaces_nothing_protected(request, change, before, afte
     project = before_synth.config.project
     before_state, after_state = snapshot(before_synth.templates, project), snapshot(after_synth.templates, project)
     assert replacement_reasons(before_state, after_state) == []
+    assert group_refusals(before_state, after_state) == []
 
 
 def test_the_check_detects_a_replacement(default_synth):

@@ -8,7 +8,7 @@ import pytest
 
 from infra.config import parse_config
 from infra.errors import ConfigError
-from infra.hyperpod.lock import replacement_reasons, snapshot
+from infra.hyperpod.lock import group_refusals, replacement_reasons, snapshot
 from tests.conftest import GROUP_FEATURES, mutate
 
 
@@ -85,13 +85,15 @@ def test_feature_variant_passes_both_nag_packs(group_features_synth):
 def test_guard_refuses_a_new_key_on_a_deployed_group_and_accepts_it_on_a_new_group(default_synth,
                                                                                   group_features_synth):
     deployed = snapshot(default_synth.templates, "hyperpod-dev")
-    reasons = replacement_reasons(deployed, snapshot(group_features_synth.templates, "hyperpod-dev"))
+    after = snapshot(group_features_synth.templates, "hyperpod-dev")
+    assert replacement_reasons(deployed, after) == []
+    reasons = group_refusals(deployed, after)
     assert len(reasons) == 1, reasons
     assert reasons[0].startswith("hyperpod.instance_groups[gpu-workers] the KMS key of its EBS volumes changes from "
                                  "AWS's own key to ")
     # Once deployed with the key, the same templates are no change at all (the new group included).
     keyed = snapshot(group_features_synth.templates, "hyperpod-dev")
-    assert replacement_reasons(keyed, keyed) == []
+    assert replacement_reasons(keyed, keyed) == [] and group_refusals(keyed, keyed) == []
     assert "VolumeKmsKeyId" not in keyed["resources"][next(k for k in keyed["resources"] if "HyperPodCluster" in k)][
         "InstanceGroups"]["cpu-aws-key"]
 

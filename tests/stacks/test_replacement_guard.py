@@ -73,7 +73,7 @@ def test_unchanged_and_routine_changes_pass_without_writing_the_lock(lock_dir, d
 def test_an_accepted_replacement_that_is_never_deployed_leaves_the_lock_alone(lock_dir, default_synth):
     """Bypass (a): the old guard rewrote the lock at synth, so the deployed config was then refused."""
     replaced = _edited(default_synth.templates, "hyperpod-dev-hyperpod", _cluster_id(default_synth),
-                       lambda p: p["InstanceGroups"][0].update(InstanceType="ml.g5.12xlarge"))
+                       lambda p: p.update(ClusterName="renamed"))
     guard_replacement(_config(allow_cluster_replacement=True), replaced, lock_dir)
     guard_replacement(default_synth.config, default_synth.templates, lock_dir)  # the deployed config still passes
 
@@ -89,21 +89,6 @@ def test_promote_records_the_candidate_of_the_deployed_synth(tmp_path, routine_s
 @pytest.mark.parametrize(
     ("stack", "logical_id", "edit", "words"),
     [
-        ("hyperpod-dev-hyperpod", "HyperPodCluster11759092",
-         lambda p: p["InstanceGroups"][0].update(InstanceType="ml.g5.12xlarge"),
-         "hyperpod.instance_groups[gpu-workers] InstanceType changes from 'ml.g5.8xlarge' to 'ml.g5.12xlarge'"),
-        # A group turned flexible: the same first choice, now with fallbacks in InstanceRequirements.
-        ("hyperpod-dev-hyperpod", "HyperPodCluster11759092", lambda p: p["InstanceGroups"][0].update(
-            InstanceType=None, InstanceRequirements={"InstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"]}),
-         "hyperpod.instance_groups[gpu-workers] InstanceRequirements changes from null to "
-         '{"InstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"]}'),
-        ("hyperpod-dev-hyperpod", "HyperPodCluster11759092",
-         lambda p: p["InstanceGroups"][0].update(ThreadsPerCore=2),
-         "hyperpod.instance_groups[gpu-workers] ThreadsPerCore changes from 1 to 2"),
-        # Bypass (c): the execution role, the security groups and vpc_cidr were not recorded.
-        ("hyperpod-dev-hyperpod", "HyperPodCluster11759092",
-         lambda p: p["InstanceGroups"][0].update(ExecutionRole={"Fn::GetAtt": ["OtherRole", "Arn"]}),
-         "hyperpod.instance_groups[gpu-workers] ExecutionRole changes"),
         ("hyperpod-dev-network", "NetworkVpcFAC8F4A5", lambda p: p.update(CidrBlock="10.100.0.0/16"),
          "NetworkVpcFAC8F4A5 (AWS::EC2::VPC) CidrBlock changes from '10.192.0.0/16' to '10.100.0.0/16'"),
         ("hyperpod-dev-network", "NetworkEfaSecurityGroup3744DDDC", lambda p: p.update(GroupDescription="other"),
@@ -124,6 +109,52 @@ def test_a_change_that_replaces_a_deployed_resource_is_refused(lock_dir, default
     assert "\n" not in message
 
 
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda g: g.update(InstanceType="ml.g5.12xlarge"),
+         "hyperpod.instance_groups[gpu-workers] InstanceType changes from 'ml.g5.8xlarge' to 'ml.g5.12xlarge'"),
+        # A group turned flexible: the same first choice, now with fallbacks in InstanceRequirements.
+        (lambda g: g.update(InstanceType=None,
+                            InstanceRequirements={"InstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"]}),
+         "hyperpod.instance_groups[gpu-workers] InstanceRequirements changes from null to "
+         '{"InstanceTypes": ["ml.g5.8xlarge", "ml.g5.12xlarge"]}'),
+        (lambda g: g.update(ThreadsPerCore=2),
+         "hyperpod.instance_groups[gpu-workers] ThreadsPerCore changes from 1 to 2"),
+        # Bypass (c): the execution role, the security groups and vpc_cidr were not recorded.
+        (lambda g: g.update(ExecutionRole={"Fn::GetAtt": ["OtherRole", "Arn"]}),
+         "hyperpod.instance_groups[gpu-workers] ExecutionRole changes"),
+    ],
+)
+def test_a_change_hyperpod_does_not_make_to_a_deployed_group_is_refused_whatever_the_config_says(
+        lock_dir, default_synth, edit, words):
+    """CloudFormation updates the cluster in place (no replacement) and HyperPod keeps these fields of an existing
+    group (infra.create_only): accepting a replacement changes nothing, the deploy would fail anyway."""
+    templates = _edited(default_synth.templates, "hyperpod-dev-hyperpod", "HyperPodCluster11759092",
+                        lambda p: edit(p["InstanceGroups"][0]))
+    for config in (default_synth.config, _config(allow_cluster_replacement=True)):
+        with pytest.raises(ConfigError) as caught:
+            guard_replacement(config, templates, lock_dir)
+        message = str(caught.value)
+        assert ("hyperpod.instance_groups: HyperPod does not change these on an existing instance group, so the "
+                "deploy would fail") in message, message
+        assert words in message and "Add a new instance group" in message, message
+        assert "REPLACE" not in message and "\n" not in message
+
+
+def test_a_replaced_cluster_takes_new_groups_without_a_group_refusal(lock_dir, default_synth):
+    """With the cluster itself replaced (and accepted), its groups are created anew: their fields may differ."""
+    def edit(p: dict) -> None:
+        p.update(ClusterName="renamed")
+        p["InstanceGroups"][0].update(InstanceType="ml.g5.12xlarge")
+
+    templates = _edited(default_synth.templates, "hyperpod-dev-hyperpod", "HyperPodCluster11759092", edit)
+    with pytest.raises(ConfigError, match="REPLACE deployed resources.*ClusterName changes") as caught:
+        guard_replacement(default_synth.config, templates, lock_dir)
+    assert "InstanceType" not in str(caught.value)
+    guard_replacement(_config(allow_cluster_replacement=True), templates, lock_dir)
+
+
 def test_editing_the_type_list_of_a_deployed_flexible_group_is_refused(tmp_path, default_synth):
     def flexible(*types):
         return lambda p: p["InstanceGroups"][0].update(InstanceType=None,
@@ -142,7 +173,8 @@ def test_editing_the_type_list_of_a_deployed_flexible_group_is_refused(tmp_path,
     with pytest.raises(ConfigError) as caught:
         guard_replacement(default_synth.config, default_synth.templates, tmp_path)
     assert "InstanceType changes from null to 'ml.g5.8xlarge'" in str(caught.value)
-    guard_replacement(_config(allow_cluster_replacement=True), default_synth.templates, tmp_path)
+    with pytest.raises(ConfigError, match="HyperPod does not change these"):
+        guard_replacement(_config(allow_cluster_replacement=True), default_synth.templates, tmp_path)
 
 
 def test_a_replacement_is_accepted_when_the_config_says_so(lock_dir, default_synth):
