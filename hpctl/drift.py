@@ -76,8 +76,34 @@ def _scheduled_update(deployed: dict[str, Any] | None) -> dict[str, Any] | None:
 _FIXED_FIELDS = {field for field, api in _API_NAMES.items() if api in HYPERPOD_GROUP_CREATE_ONLY}
 
 
-def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
-    """Changes `cdk deploy` would make to go from the deployed cluster to the config."""
+# The list of types of a group flexible on both sides may change (infra.create_only: refused_group_fields).
+_TYPE_FIELDS = ("instance_type", "fallback_instance_types")
+
+
+def _flexible(live_group: dict[str, Any]) -> bool:
+    """A described group with a list of types (botocore's ClusterInstanceGroupDetails: InstanceRequirements)."""
+    return not live_group.get("InstanceType") and bool(live_group.get("InstanceRequirements"))
+
+
+def removed_types(deployed: dict[str, Any] | None, cfg: Any) -> dict[str, set[str]]:
+    """Per group flexible on both sides, the deployed types the config's list drops."""
+    if deployed is None:
+        return {}
+    live = {g["InstanceGroupName"]: g for g in deployed.get("InstanceGroups", [])}
+    removed = {}
+    for group in cfg.hyperpod.instance_groups:
+        if group.name in live and group.fallback_instance_types and _flexible(live[group.name]):
+            gone = set(deployed_instance_types(live[group.name])) - set(group.instance_types)
+            if gone:
+                removed[group.name] = gone
+    return removed
+
+
+def compare(deployed: dict[str, Any] | None, cfg: Any,
+            running: dict[str, set[str]] | None = None) -> list[Change]:
+    """Changes `cdk deploy` would make to go from the deployed cluster to the config. ``running``: per group, the
+    instance types its nodes run on (ListClusterNodes), for the groups of removed_types; HyperPod refuses to drop
+    a type that has nodes."""
     if deployed is None:
         return [Change("-", "cluster", None, cfg.hyperpod.cluster_name, CREATE)]
     changes: list[Change] = []
@@ -95,14 +121,19 @@ def compare(deployed: dict[str, Any] | None, cfg: Any) -> list[Change]:
             )
             continue
         have = _group_deployed(live[name])
+        list_edit = bool(group.fallback_instance_types) and _flexible(live[name])
         for field, value in want.items():
             if have[field] is None and field == "threads_per_core":
                 continue  # not reported by the API: nothing to compare
             if field == "image_id" and value in (None, "default"):
                 continue  # the API reports the AMI HyperPod chose, the config names none
             if have[field] != value:
-                effect = REFUSED if field in _FIXED_FIELDS else UPDATE
-                changes.append(Change(name, field, have[field], value, effect))
+                fixed = field in _FIXED_FIELDS and not (list_edit and field in _TYPE_FIELDS)
+                changes.append(Change(name, field, have[field], value, REFUSED if fixed else UPDATE))
+        busy = sorted((running or {}).get(name, set()) & set(deployed_instance_types(live[name])))
+        busy = [t for t in busy if t not in group.instance_types]
+        if list_edit and busy:
+            changes.append(Change(name, "removed types with nodes", busy, None, REFUSED))
     for name, group in live.items():
         if name not in wanted:
             changes.append(

@@ -33,7 +33,7 @@ from infra.config import (
     MIN_AUTOSCALING_AGENT_VERSION,
     agent_image_override,
 )
-from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, dotted, group_volume_key
+from infra.create_only import dotted, group_volume_key, refused_group_fields
 from infra.hyperpod.chart_installer.handler import github_archive_url
 from infra.observability_addon import (
     HYPERPOD_OBSERVABILITY_ADDON,
@@ -566,7 +566,7 @@ def _group_changes(logical_id: str, old: dict[str, Any], new: dict[str, Any]) ->
     problems = []
     for name, group in old_groups.items():
         if name in new_groups:
-            for p in _changed(group, new_groups[name], HYPERPOD_GROUP_CREATE_ONLY):
+            for p in refused_group_fields(group, new_groups[name]):
                 problems.append(f"{logical_id} group {name}: {p} changes")
             if group_volume_key(group) != group_volume_key(new_groups[name]):
                 problems.append(f"{logical_id} group {name}: the KMS key of its EBS volumes changes (HyperPod cannot "

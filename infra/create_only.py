@@ -44,12 +44,28 @@ RESOURCE_TYPES = (
 # creation"; for ThreadsPerCore "keep using the same value". A change to one of these is taken to fail the deploy
 # (how HyperPod answers it is not documented, nor observed here): infra.hyperpod.lock.group_refusals refuses it at
 # synth instead. The same page allows adding or removing types
-# of an InstanceRequirements list, except "an instance type that has active nodes running on it"; the guard does
-# not know which types have nodes and refuses any change of the list (stricter than HyperPod). InstanceGroupName
+# of an InstanceRequirements list, except "an instance type that has active nodes running on it": a flexible
+# group that stays flexible may have its list edited (refused_group_fields); `hpctl drift` names the removed types
+# that still run nodes, which the synth cannot see. InstanceGroupName
 # is how a group is matched, so it never differs for a matched group: a new name is a new group and the old one
 # is removed. OverrideVpcConfig: the page says nothing; refused as well (unverified either way).
 HYPERPOD_GROUP_CREATE_ONLY = ("InstanceGroupName", "InstanceType", "InstanceRequirements", "ExecutionRole",
                               "ThreadsPerCore", "OverrideVpcConfig")
+
+
+
+def refused_group_fields(before: Any, after: Any) -> list[str]:
+    """The fields of HYPERPOD_GROUP_CREATE_ONLY that differ between two versions of one deployed instance group
+    (as a template writes it) in a way HyperPod's UpdateCluster does not take: any of them, except the list of
+    types of a group that is flexible before and after (see HYPERPOD_GROUP_CREATE_ONLY)."""
+    refused = []
+    for field in HYPERPOD_GROUP_CREATE_ONLY:
+        was, will = before.get(field), after.get(field)
+        if was == will or (field == "InstanceRequirements" and was is not None and will is not None):
+            continue
+        refused.append(field)
+    return refused
+
 
 # The KMS key of a group's EBS volumes cannot change either: "KMS key transition isn't currently supported [...] To
 # use a different key, create a new instance group" (https://docs.aws.amazon.com/sagemaker/latest/dg/smcluster-cmk.html).

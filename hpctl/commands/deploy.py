@@ -23,7 +23,11 @@ def cmd_drift(args: argparse.Namespace, t: Target, clients: Any) -> int:
             f"({args.config or DEFAULT_CONFIG})"
         )
     deployed = api.find_cluster(clients("sagemaker"), t.cluster)
-    changes = drift.compare(deployed, t.cfg)
+    # HyperPod keeps a type of a flexible group while nodes run on it: ask which types the dropped ones run.
+    removed = drift.removed_types(deployed, t.cfg)
+    running = {group: {n["InstanceType"] for n in api.iter_nodes(clients("sagemaker"), t.cluster, group)
+                       if n.get("InstanceGroupName") == group} for group in removed}
+    changes = drift.compare(deployed, t.cfg, running)
     if args.json:
         print_json(
             {

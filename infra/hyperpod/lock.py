@@ -39,6 +39,7 @@ from infra.create_only import (
     create_only_paths,
     group_volume_key,
     lookup,
+    refused_group_fields,
 )
 from infra.errors import ConfigError
 
@@ -214,12 +215,11 @@ def group_refusals(locked: dict[str, Any], current: dict[str, Any]) -> list[str]
         for name, group in before.get("InstanceGroups", {}).items():
             if name not in groups_after:
                 continue
-            for field in HYPERPOD_GROUP_CREATE_ONLY:
-                if group.get(field) != groups_after[name].get(field):
-                    refusals.append(
-                        f"hyperpod.instance_groups[{name}] {field} changes from {_show(group.get(field))} "
-                        f"to {_show(groups_after[name].get(field))}"
-                    )
+            for field in refused_group_fields(group, groups_after[name]):
+                refusals.append(
+                    f"hyperpod.instance_groups[{name}] {field} changes from {_show(group.get(field))} "
+                    f"to {_show(groups_after[name].get(field))}"
+                )
             # A lock written before the key was recorded has none: the group was created with AWS's key.
             was, will = group.get(GROUP_VOLUME_KEY), groups_after[name].get(GROUP_VOLUME_KEY)
             if was != will:

@@ -329,6 +329,20 @@ def test_a_group_instance_type_change_fails(tmp_path: Path) -> None:
     assert check.reason.startswith("HyperPod does not change these on an existing instance group"), check.reason
 
 
+def test_a_flexible_groups_list_may_change_but_not_turn_single(tmp_path: Path) -> None:
+    def flexible(*types: str):
+        return lambda t: t["Resources"]["HyperPodCluster"]["Properties"]["InstanceGroups"][0].update(
+            InstanceType=None, InstanceRequirements={"InstanceTypes": list(types)})
+
+    deployed = _edit(HP_TEMPLATE, flexible("ml.g5.8xlarge", "ml.g5.12xlarge"))
+    edited = _edit(HP_TEMPLATE, flexible("ml.g5.12xlarge", "ml.g5.16xlarge"))
+    check = _replacement(tmp_path, "hp-hyperpod", deployed, edited, "AWS::SageMaker::Cluster")
+    assert check.verdict == "pass", check.reason
+    (tmp_path / "single").mkdir()
+    check = _replacement(tmp_path / "single", "hp-hyperpod", deployed, HP_TEMPLATE, "AWS::SageMaker::Cluster")
+    assert check.verdict == "fail" and "InstanceRequirements changes" in check.reason, check.reason
+
+
 def test_a_volume_key_on_a_deployed_group_fails(tmp_path: Path) -> None:
     synth = _edit(
         HP_TEMPLATE,
@@ -792,7 +806,7 @@ def _described(*groups: dict) -> dict:
 
 
 def test_drift_of_a_flexible_group_compares_its_types_in_order() -> None:
-    from hpctl.drift import REFUSED, compare
+    from hpctl.drift import REFUSED, UPDATE, compare
 
     deployed = _described(FLEXIBLE_GROUP)
     flexible = config_data()
@@ -801,13 +815,32 @@ def test_drift_of_a_flexible_group_compares_its_types_in_order() -> None:
     reordered = config_data()
     reordered["hyperpod"]["instance_groups"][0].update(instance_type="ml.g5.12xlarge",
                                                        fallback_instance_types=["ml.g5.8xlarge"])
+    # A group flexible before and after may have its list edited (AWS's update-cluster page): updates.
     changes = {c.field: (c.deployed, c.config, c.effect) for c in compare(deployed, parse_config(reordered))}
-    assert changes == {"instance_type": ("ml.g5.8xlarge", "ml.g5.12xlarge", REFUSED),
-                       "fallback_instance_types": (["ml.g5.12xlarge"], ["ml.g5.8xlarge"], REFUSED)}
-    # The config drops the fallback: a single-type group again, which the guard treats like a type change.
+    assert changes == {"instance_type": ("ml.g5.8xlarge", "ml.g5.12xlarge", UPDATE),
+                       "fallback_instance_types": (["ml.g5.12xlarge"], ["ml.g5.8xlarge"], UPDATE)}
+    # The config drops the fallback: a single-type group again, a switch HyperPod does not make.
     [change] = compare(deployed, parse_config(config_data()))
     assert (change.field, change.deployed, change.config, change.effect) == \
         ("fallback_instance_types", ["ml.g5.12xlarge"], [], REFUSED)
+
+
+def test_drift_refuses_dropping_a_type_that_still_runs_nodes() -> None:
+    from hpctl.drift import REFUSED, UPDATE, compare, removed_types
+
+    deployed = _described(FLEXIBLE_GROUP)  # ml.g5.8xlarge first, ml.g5.12xlarge as fallback
+    narrowed = config_data()
+    narrowed["hyperpod"]["instance_groups"][0]["fallback_instance_types"] = ["ml.g5.16xlarge"]
+    cfg = parse_config(narrowed)
+    assert removed_types(deployed, cfg) == {"workers": {"ml.g5.12xlarge"}}
+    assert removed_types(deployed, parse_config(config_data())) == {}, "not flexible after: no list edit"
+    assert removed_types(None, cfg) == {}
+    idle = compare(deployed, cfg, {"workers": {"ml.g5.8xlarge"}})
+    assert [(c.field, c.effect) for c in idle] == [("fallback_instance_types", UPDATE)]
+    busy = compare(deployed, cfg, {"workers": {"ml.g5.8xlarge", "ml.g5.12xlarge"}})
+    assert [(c.field, c.deployed, c.effect) for c in busy] == [
+        ("fallback_instance_types", ["ml.g5.12xlarge"], UPDATE),
+        ("removed types with nodes", ["ml.g5.12xlarge"], REFUSED)]
 
 
 def test_drift_turning_a_group_flexible_is_refused_and_a_removed_one_names_its_types() -> None:

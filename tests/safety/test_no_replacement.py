@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from infra.create_only import DATA_FILE, HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, from_cfn_lint, lookup
+from infra.create_only import DATA_FILE, create_only_paths, from_cfn_lint, lookup, refused_group_fields
 from infra.hyperpod.lock import group_refusals, replacement_reasons, snapshot
 from infra.intrinsics import render
 from tests.conftest import Synthesized, mutate, synthesize_variant
@@ -103,10 +103,9 @@ def _instance_group_causes(stack: str, logical_id: str, old: dict[str, Any], new
     for name, was in groups(old).items():
         if name not in new_groups:
             continue  # removing a group is an update of the cluster, not a replacement
-        for field in HYPERPOD_GROUP_CREATE_ONLY:
-            if was.get(field) != new_groups[name].get(field):
-                causes.append(f"{stack}/{logical_id} group {name} create-only {field}: "
-                              f"{was.get(field)!r} -> {new_groups[name].get(field)!r}")
+        for field in refused_group_fields(was, new_groups[name]):
+            causes.append(f"{stack}/{logical_id} group {name} create-only {field}: "
+                          f"{was.get(field)!r} -> {new_groups[name].get(field)!r}")
     return causes
 
 
