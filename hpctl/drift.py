@@ -13,6 +13,7 @@ UPDATE = "update"  # UpdateCluster in place
 ADD = "add group"
 REMOVE = "remove group"  # deletes the group's nodes
 REFUSED = "HYPERPOD REFUSES: new group"  # fixed in an existing group (infra.create_only): the deploy fails
+BUSY = "HYPERPOD REFUSES: nodes run on it"  # a dropped type of a flexible group that still has nodes
 CREATE = "create cluster"
 # Dropping AutoScaling from the template is not known to disable it (unverified): UpdateCluster with
 # AutoScaling Mode=Disable does (botocore's UpdateClusterRequest: "Use to enable or disable").
@@ -133,7 +134,7 @@ def compare(deployed: dict[str, Any] | None, cfg: Any,
         busy = sorted((running or {}).get(name, set()) & set(deployed_instance_types(live[name])))
         busy = [t for t in busy if t not in group.instance_types]
         if list_edit and busy:
-            changes.append(Change(name, "removed types with nodes", busy, None, REFUSED))
+            changes.append(Change(name, "removed types with nodes", busy, None, BUSY))
     for name, group in live.items():
         if name not in wanted:
             changes.append(
@@ -155,7 +156,7 @@ def compare(deployed: dict[str, Any] | None, cfg: Any,
 
 def refused(changes: list[Change]) -> bool:
     """Whether a change is one HyperPod does not make to an existing group (the deploy would fail)."""
-    return any(c.effect == REFUSED for c in changes)
+    return any(c.effect in (REFUSED, BUSY) for c in changes)
 
 
 def changes_json(changes: list[Change]) -> list[dict[str, Any]]:

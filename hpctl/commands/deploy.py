@@ -46,10 +46,15 @@ def cmd_drift(args: argparse.Namespace, t: Target, clients: Any) -> int:
         ["GROUP", "FIELD", "DEPLOYED", "CONFIG", "EFFECT"],
         [[c.group, c.field, c.deployed, c.config, c.effect] for c in changes],
     )
-    if drift.refused(changes):
+    if any(c.effect == drift.REFUSED for c in changes):
         err(
             "WARNING: a field HyperPod keeps for the life of an instance group changes: the synth refuses it and "
             "cdk deploy could not make it. Add a new instance group with the new values instead."
+        )
+    if any(c.effect == drift.BUSY for c in changes):
+        err(
+            "WARNING: the config drops instance types that still run nodes, which HyperPod does not allow (the "
+            "synth cannot see nodes): keep the types until their nodes are gone, or replace those nodes first."
         )
     return EXIT_FAILED
 

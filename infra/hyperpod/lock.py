@@ -299,7 +299,8 @@ def read_lock(path: Path) -> dict[str, Any] | None:
 
 
 def guard_replacement(config: AppConfig, templates: Templates, lock_dir: Path) -> dict[str, Any]:
-    """Refuse templates that would replace a protected resource or drop a group with nodes; return the snapshot.
+    """Refuse templates that change what HyperPod keeps in a deployed group (group_refusals, whatever the config
+    says), replace a protected resource (unless allowed) or drop a group with nodes; return the snapshot.
 
     Compares with the deployed state recorded in ``<lock_dir>/<project>.lock.json``; writes nothing.
     """

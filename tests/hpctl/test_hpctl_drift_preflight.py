@@ -826,7 +826,7 @@ def test_drift_of_a_flexible_group_compares_its_types_in_order() -> None:
 
 
 def test_drift_refuses_dropping_a_type_that_still_runs_nodes() -> None:
-    from hpctl.drift import REFUSED, UPDATE, compare, removed_types
+    from hpctl.drift import BUSY, UPDATE, compare, removed_types
 
     deployed = _described(FLEXIBLE_GROUP)  # ml.g5.8xlarge first, ml.g5.12xlarge as fallback
     narrowed = config_data()
@@ -840,7 +840,30 @@ def test_drift_refuses_dropping_a_type_that_still_runs_nodes() -> None:
     busy = compare(deployed, cfg, {"workers": {"ml.g5.8xlarge", "ml.g5.12xlarge"}})
     assert [(c.field, c.deployed, c.effect) for c in busy] == [
         ("fallback_instance_types", ["ml.g5.12xlarge"], UPDATE),
-        ("removed types with nodes", ["ml.g5.12xlarge"], REFUSED)]
+        ("removed types with nodes", ["ml.g5.12xlarge"], BUSY)]
+
+
+def test_drift_command_asks_the_nodes_of_a_group_whose_list_drops_a_type(run, write_config) -> None:
+    """The command lists only the nodes of the groups removed_types names, filtered by the group's name."""
+    from hpctl.cluster import PAGE_SIZE
+
+    sm, stub = stubbed("sagemaker")
+    described = {"ClusterArn": f"arn:aws:sagemaker:{REGION}:123456789012:cluster/abc123", "ClusterName": CLUSTER,
+                 "ClusterStatus": "InService", "InstanceGroups": [FLEXIBLE_GROUP]}
+    stub.add_response("describe_cluster", described, {"ClusterName": CLUSTER})
+    node = {"InstanceGroupName": "workers", "InstanceId": "i-0123456789abcdef0", "InstanceType": "ml.g5.12xlarge",
+            "LaunchTime": 0, "InstanceStatus": {"Status": "Running"}}
+    other = {**node, "InstanceGroupName": "workers-b", "InstanceId": "i-0fedcba9876543210",
+             "InstanceType": "ml.g5.8xlarge"}
+    stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [node, other]},
+                      {"ClusterName": CLUSTER, "InstanceGroupNameContains": "workers", "MaxResults": PAGE_SIZE})
+    narrowed = config_data()
+    narrowed["hyperpod"]["instance_groups"][0]["fallback_instance_types"] = ["ml.g5.16xlarge"]
+    code, out, err = run("drift", "--config", str(write_config(narrowed)), clients={"sagemaker": sm})
+    stub.assert_no_pending_responses()
+    assert code == 1
+    assert "removed types with nodes" in out and "HYPERPOD REFUSES: nodes run on it" in out
+    assert "keep the types until their nodes are gone" in err and "Add a new instance group" not in err
 
 
 def test_drift_turning_a_group_flexible_is_refused_and_a_removed_one_names_its_types() -> None:

@@ -2,9 +2,10 @@
 
 For each pair (before, after) of synthesized apps: every protected resource keeps its stack, its logical
 ID and the values of its create-only properties. The create-only lists come from the CloudFormation
-resource schemas bundled with cfn-lint; HyperPod's instance-group-level create-only fields are not in that
-schema (ARCHITECTURE.md, "Facts: AWS::SageMaker::Cluster") and are checked for every group present on both
-sides. The comparison is generic over whatever stacks both apps have, so new stacks are covered too.
+resource schemas bundled with cfn-lint; the fields HyperPod keeps for an instance group's life are not in
+that schema (infra/create_only.py: refused_group_fields; a change fails the deploy rather than replacing the
+cluster) and are checked for every group present on both sides. The comparison is generic over whatever
+stacks both apps have, so new stacks are covered too.
 
 Each variant is synthesized once per session; the pairs reuse the shared fixtures of tests/conftest.py and
 add two synths of their own.
@@ -104,7 +105,7 @@ def _instance_group_causes(stack: str, logical_id: str, old: dict[str, Any], new
         if name not in new_groups:
             continue  # removing a group is an update of the cluster, not a replacement
         for field in refused_group_fields(was, new_groups[name]):
-            causes.append(f"{stack}/{logical_id} group {name} create-only {field}: "
+            causes.append(f"{stack}/{logical_id} group {name} fixed {field}: "
                           f"{was.get(field)!r} -> {new_groups[name].get(field)!r}")
     return causes
 
@@ -155,4 +156,4 @@ def test_the_check_detects_a_replacement(default_synth):
                         templates=changed)
     causes = replacement_causes(default_synth, after)
     assert any("create-only ClusterName" in c for c in causes), causes
-    assert any("create-only InstanceType" in c for c in causes), causes
+    assert any("fixed InstanceType" in c for c in causes), causes
