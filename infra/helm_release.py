@@ -132,6 +132,10 @@ class HelmInstaller(Construct):
             architecture=lambda_.Architecture.X86_64,
             handler="handler.on_event",
             code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            # kubectl 1.33. Kubernetes supports kubectl within one minor version of the API server
+            # (https://kubernetes.io/releases/version-skew-policy/#kubectl): eks.version 1.32-1.34 is within it;
+            # 1.35 is two ahead, which the installer's two kubectl uses (apply of CRDs, get --raw on a group
+            # version) are expected to survive but is not verified.
             layers=[KubectlV33Layer(self, "KubectlLayer")],
             timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS),
             memory_size=1024,

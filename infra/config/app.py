@@ -64,10 +64,8 @@ class AppConfig(StrictModel):
         if not governance.enabled:
             return self
         # The add-on needs Kubernetes 1.30 or later ("you will need Kubernetes version 1.30 or greater",
-        # https://awslabs.github.io/ai-on-sagemaker-hyperpod/docs/add-ons/Task%20Governance/Task%20Governance%20for%20Training).
-        if tuple(int(p) for p in self.eks.version.split(".")) < (1, 30):
-            raise refusal("eks.version", self.eks.version, "HyperPod task governance (addons.task_governance) "
-                                                           "needs Kubernetes 1.30 or later")
+        # https://awslabs.github.io/ai-on-sagemaker-hyperpod/docs/add-ons/Task%20Governance/Task%20Governance%20for%20Training):
+        # every version eks.version accepts is (SUPPORTED_K8S_VERSIONS starts at 1.32).
         # The most instances of each type the groups can hold: a flexible group may run all of its nodes on
         # any one of its types.
         instances: dict[str, int] = {}

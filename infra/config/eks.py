@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from datetime import date
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -14,9 +15,28 @@ from infra.config.fields import IamArn, RetentionDays
 if TYPE_CHECKING:
     from infra.config.app import AppConfig
 
-# Kubernetes versions SageMaker HyperPod supports for EKS orchestration
-# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html).
-SUPPORTED_K8S_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
+# Kubernetes versions SageMaker HyperPod supports for EKS orchestration: "SageMaker HyperPod supports Kubernetes
+# versions 1.30, 1.31, 1.32, 1.33, 1.34, and 1.35"
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html, read as
+# c2hans/aws-docs@07f049df: docs/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.md).
+HYPERPOD_K8S_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
+# Amazon EKS's release calendar, (end of standard support, end of extended support), UTC
+# (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html, read as c2hans/aws-docs@0cf87289:
+# docs/eks/latest/userguide/kubernetes-versions.md). "On the end of extended support date, you can no longer create
+# new Amazon EKS clusters with the unsupported version"; 1.30 is past it and no longer in the calendar.
+EKS_SUPPORT_ENDS: dict[str, tuple[date, date]] = {
+    "1.31": (date(2025, 11, 26), date(2026, 11, 26)),
+    "1.32": (date(2026, 3, 23), date(2027, 3, 23)),
+    "1.33": (date(2026, 7, 29), date(2027, 7, 29)),
+    "1.34": (date(2026, 12, 2), date(2027, 12, 2)),
+    "1.35": (date(2027, 3, 27), date(2028, 3, 27)),
+    "1.36": (date(2027, 8, 2), date(2028, 8, 2)),
+}
+# The day the two pages above were read: the versions both support then. A version whose EKS support ends later
+# is refused by `hpctl preflight` (k8s-version, eks:DescribeClusterVersions), which asks EKS on the day.
+CALENDAR_READ = date(2026, 12, 3)
+SUPPORTED_K8S_VERSIONS = tuple(v for v in HYPERPOD_K8S_VERSIONS
+                               if v in EKS_SUPPORT_ENDS and EKS_SUPPORT_ENDS[v][1] > CALENDAR_READ)
 
 # The shortest prefix accepted in eks.public_access_cidrs: 0.0.0.0/1 + 128.0.0.0/1 is the internet too, so
 # "not 0.0.0.0/0" is not enough. A /8 is already 16.7 million addresses; nothing shorter names "our networks".
@@ -60,8 +80,12 @@ class EksConfig(StrictModel):
         if isinstance(value, float):
             raise refusal("", None, f"write the Kubernetes version as a quoted string, e.g. \"1.33\", got {value}")
         if value not in SUPPORTED_K8S_VERSIONS:
-            raise refusal("", None, f"Kubernetes {value} is not supported by SageMaker HyperPod; supported: "
-                                     f"{', '.join(SUPPORTED_K8S_VERSIONS)}")
+            if value in HYPERPOD_K8S_VERSIONS:
+                reason = ("Amazon EKS no longer creates clusters of Kubernetes " + str(value)[:20]
+                          + " (past its end of extended support)")
+            else:
+                reason = f"Kubernetes {str(value)[:20]} is not supported by SageMaker HyperPod"
+            raise refusal("", None, f"{reason}; supported: {', '.join(SUPPORTED_K8S_VERSIONS)}")
         return value
 
     @field_validator("addon_versions")

@@ -63,6 +63,11 @@ REFUSALS = [
      {"network": {"hyperpod_subnets": [{"az_id": "usw2-az2", "cidr": "10.1.0.0/28"}]}},
      "network.hyperpod_subnets.0.cidr", "need 30 IPs"),
     ("k8s version unsupported", {"eks": {"version": "1.27"}}, "eks.version", "1.27"),
+    # HyperPod's list stops at 1.35; 1.29 is no longer in it; EKS creates no 1.31 cluster since 2026-11-26.
+    ("k8s newer than hyperpod", {"eks": {"version": "1.36"}}, "eks.version", "not supported by SageMaker HyperPod"),
+    ("k8s older than hyperpod", {"eks": {"version": "1.29"}}, "eks.version", "not supported by SageMaker HyperPod"),
+    ("k8s past eks support", {"eks": {"version": "1.31"}}, "eks.version",
+     "Amazon EKS no longer creates clusters of Kubernetes 1.31"),
     ("k8s version as float", {"eks": {"version": 1.3}}, "eks.version", "quoted string"),
     ("count too large", group(instance_count=6759), "hyperpod.instance_groups.0.instance_count", "6758"),
     ("count negative", group(instance_count=-1), "hyperpod.instance_groups.0.instance_count", "0"),
@@ -325,3 +330,13 @@ def test_the_tests_read_default_yaml_as_pyyamls_safe_loader_does():
     text = (ROOT / "config" / "default.yaml").read_text()
     assert default_config_data() == yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
     assert default_config_data() is not default_config_data()  # each test gets its own copy to change
+
+
+def test_kubernetes_versions_are_what_hyperpod_and_eks_both_support_on_the_day_read():
+    from infra.config.eks import CALENDAR_READ, EKS_SUPPORT_ENDS, HYPERPOD_K8S_VERSIONS, SUPPORTED_K8S_VERSIONS
+
+    assert SUPPORTED_K8S_VERSIONS == ("1.32", "1.33", "1.34", "1.35")
+    assert set(SUPPORTED_K8S_VERSIONS) <= set(HYPERPOD_K8S_VERSIONS) & set(EKS_SUPPORT_ENDS)
+    assert all(EKS_SUPPORT_ENDS[v][1] > CALENDAR_READ for v in SUPPORTED_K8S_VERSIONS)
+    for version in ("1.32", "1.35"):
+        assert parse_config(mutate({"eks": {"version": version}}), "v.yaml").eks.version == version

@@ -56,7 +56,7 @@ REFUSALS = [
      governance(priority_classes=[{"name": f"p{i}", "weight": i} for i in range(11)]),
      "addons.task_governance.priority_classes", "10"),
     ("kubernetes too old", mutate({"eks": {"version": "1.29"}}, mutate(governance(team()))), "eks.version",
-     "1.30 or later"),
+     "not supported by SageMaker HyperPod"),
     ("typo", governance(team(quota_count=1)), "addons.task_governance.teams.0.quota_count", "unknown key"),
 ]
 
