@@ -113,6 +113,28 @@ def check_addon_versions(cfg: Any, clients: Any) -> list[Check]:
     return [Check("addon-versions", PASS, f"offered for Kubernetes {k8s}: {listed}")]
 
 
+# --- Kubernetes version --------------------------------------------------------------------------
+
+
+def check_k8s_version(cfg: Any, clients: Any) -> list[Check]:
+    """Whether EKS still creates clusters of ``eks.version`` today, and at which rate: the config's list is EKS's
+    calendar as read on a day (infra.config.eks), this asks EKS (DescribeClusterVersions; botocore's eks model,
+    ClusterVersionInformation.versionStatus UNSUPPORTED | STANDARD_SUPPORT | EXTENDED_SUPPORT)."""
+    k8s = cfg.eks.version
+    versions = clients("eks").describe_cluster_versions(clusterVersions=[k8s], includeAll=True).get(
+        "clusterVersions", [])
+    info = next((v for v in versions if v.get("clusterVersion") == k8s), None)
+    status = (info or {}).get("versionStatus")
+    if info is None or status == "UNSUPPORTED":
+        return [Check("k8s-version", FAIL, f"EKS no longer creates clusters of Kubernetes {k8s}")]
+    ends = info.get("endOfExtendedSupportDate")
+    until = f" until {ends:%Y-%m-%d}" if hasattr(ends, "strftime") else ""
+    if status == "EXTENDED_SUPPORT":
+        return [Check("k8s-version", WARN, f"Kubernetes {k8s} is in EKS extended support{until}, billed at its "
+                                           "extended-support rate; move eks.version up one minor version a deploy")]
+    return [Check("k8s-version", PASS, f"Kubernetes {k8s}: {str(status).lower().replace('_', ' ')}")]
+
+
 # --- EKS add-on configuration values ---------------------------------------------------------------
 
 # Stand-ins for what the same deploy creates (AMP and Grafana workspace IDs), so the values can be checked
@@ -669,6 +691,7 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += check_admin_access(cfg)
     checks += _guard("identity-center", lambda: check_identity_center(cfg, clients))
     checks += _guard("leftovers", lambda: check_leftovers(cfg, clients))
+    checks += _guard("k8s-version", lambda: check_k8s_version(cfg, clients))
     checks += _guard("addon-versions", lambda: check_addon_versions(cfg, clients))
     checks += _guard("addon-config", lambda: check_addon_config(cfg, clients))
     checks += check_chart_source(cfg)

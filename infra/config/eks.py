@@ -32,8 +32,8 @@ EKS_SUPPORT_ENDS: dict[str, tuple[date, date]] = {
     "1.35": (date(2027, 3, 27), date(2028, 3, 27)),
     "1.36": (date(2027, 8, 2), date(2028, 8, 2)),
 }
-# The day the two pages above were read: the versions both support then. A version whose EKS support ends later
-# is refused by `hpctl preflight` (k8s-version, eks:DescribeClusterVersions), which asks EKS on the day.
+# The day the two pages above were read: the versions both support then. Support that ends later is not seen here
+# until the tables are read again; `hpctl preflight` (k8s-version: eks:DescribeClusterVersions) asks EKS on the day.
 CALENDAR_READ = date(2026, 12, 3)
 SUPPORTED_K8S_VERSIONS = tuple(v for v in HYPERPOD_K8S_VERSIONS
                                if v in EKS_SUPPORT_ENDS and EKS_SUPPORT_ENDS[v][1] > CALENDAR_READ)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -491,9 +492,21 @@ def _default_page(versions: dict[str, bool], k8s: str = "1.33") -> dict:
     }]}
 
 
-def _eks_with_schema(schema: object, versions: dict[str, bool] | None = None) -> tuple[object, object]:
-    """An EKS client answering DescribeAddonVersions, then DescribeAddonConfiguration for the default version."""
+def _cluster_version(stub: object, status: str | None, version: str = "1.33") -> None:
+    """DescribeClusterVersions for one version (botocore's eks model, ClusterVersionInformation); None: not listed."""
+    listed = [] if status is None else [{"clusterVersion": version, "clusterType": "eks", "versionStatus": status,
+                                         "endOfExtendedSupportDate": datetime(2027, 7, 29, tzinfo=UTC)}]
+    stub.add_response("describe_cluster_versions", {"clusterVersions": listed},
+                      {"clusterVersions": [version], "includeAll": True})
+
+
+def _eks_with_schema(schema: object, versions: dict[str, bool] | None = None,
+                     k8s_status: str | None = None) -> tuple[object, object]:
+    """An EKS client answering DescribeAddonVersions, then DescribeAddonConfiguration for the default version;
+    with ``k8s_status``, DescribeClusterVersions first (preflight's k8s-version check)."""
     eks, stub = stubbed("eks")
+    if k8s_status is not None:
+        _cluster_version(stub, k8s_status)
     versions = {"v1.0.2-eksbuild.1": False, "v1.0.3-eksbuild.1": True} if versions is None else versions
     stub.add_response("describe_addon_versions", _default_page(versions),
                       {"addonName": OBSERVABILITY_ADDON, "kubernetesVersion": "1.33"})
@@ -510,6 +523,20 @@ def _eks_with_schema(schema: object, versions: dict[str, bool] | None = None) ->
 
 def _addon_config(data: dict, eks: object) -> list[pf.Check]:
     return pf.check_addon_config(parse_config(data), Clients(REGION, preset={"eks": eks}))
+
+
+@pytest.mark.parametrize(("status", "verdict", "words"), [
+    ("STANDARD_SUPPORT", "pass", "Kubernetes 1.33: standard support"),
+    ("EXTENDED_SUPPORT", "warn", "extended support until 2027-07-29, billed at its extended-support rate"),
+    ("UNSUPPORTED", "fail", "EKS no longer creates clusters of Kubernetes 1.33"),
+    (None, "fail", "EKS no longer creates clusters of Kubernetes 1.33"),
+])
+def test_k8s_version_asks_eks_whether_it_still_creates_the_version(status, verdict, words) -> None:
+    eks, stub = stubbed("eks")
+    _cluster_version(stub, status)
+    [check] = pf.check_k8s_version(parse_config(config_data()), Clients(REGION, preset={"eks": eks}))
+    stub.assert_no_pending_responses()
+    assert (check.name, check.verdict) == ("k8s-version", verdict) and words in check.reason, check.reason
 
 
 def test_addon_config_valid_values_pass_against_the_default_version() -> None:
@@ -674,7 +701,7 @@ def _stubs(quota: float, instances: list) -> dict:
     cf, cf_stub = stubbed("cloudformation")
     for stack in ("hp-eks", "hp-hyperpod"):
         cf_stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
-    eks, _ = _eks_with_schema(TEST_SCHEMA)
+    eks, _ = _eks_with_schema(TEST_SCHEMA, k8s_status="STANDARD_SUPPORT")
     return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf, "eks": eks}
 
 
@@ -705,6 +732,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
         "admin-access": "pass",
         "identity-center": "fail",
         "leftovers": "pass",
+        "k8s-version": "pass",
         "addon-versions": "pass",
         "addon-config": "pass",
         "chart-source": "pass",
@@ -737,6 +765,7 @@ def test_preflight_an_eks_error_on_the_schema_is_a_warning(
 ) -> None:
     clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1"}])
     eks, stub = stubbed("eks")
+    _cluster_version(stub, "STANDARD_SUPPORT")
     stub.add_response("describe_addon_versions", _default_page({"v1.0.3-eksbuild.1": True}))
     stub.add_client_error("describe_addon_configuration", "ResourceNotFoundException",
                           "No addon: amazon-sagemaker-hyperpod-observability found in version")
