@@ -131,8 +131,8 @@ def compare(deployed: dict[str, Any] | None, cfg: Any,
             if have[field] != value:
                 fixed = field in _FIXED_FIELDS and not (list_edit and field in _TYPE_FIELDS)
                 changes.append(Change(name, field, have[field], value, REFUSED if fixed else UPDATE))
-        busy = sorted((running or {}).get(name, set()) & set(deployed_instance_types(live[name])))
-        busy = [t for t in busy if t not in group.instance_types]
+        dropped = set(deployed_instance_types(live[name])) - set(group.instance_types)
+        busy = sorted((running or {}).get(name, set()) & dropped)
         if list_edit and busy:
             changes.append(Change(name, "removed types with nodes", busy, None, BUSY))
     for name, group in live.items():
