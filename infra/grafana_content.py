@@ -21,10 +21,10 @@ from infra.provider import logged_provider
 HANDLER_DIR = Path(__file__).parent / "grafana_provisioner"
 RESOURCE_TYPE = "Custom::HyperPodGrafanaContent"
 SERVICE_ACCOUNT_NAME = "hyperpod-content-provisioner"
-FUNCTION_TIMEOUT = Duration.minutes(5)
+FUNCTION_TIMEOUT_MINUTES = 5
 # CloudFormation gives up on the resource after this, never after its default hour (the function's own
 # limit is 5 minutes; the rest is the provider framework's).
-SERVICE_TIMEOUT = Duration.minutes(10)
+SERVICE_TIMEOUT_MINUTES = 10
 
 # AWS's dashboards and alert rules, read at deploy time from the repository AWS's console setup builds its
 # Grafana Lambda from, at one commit: aws/sagemaker-hyperpod-cluster-setup@b920fcf430f1fd3b36c01bb63b63348f95f0b9fb
@@ -114,7 +114,7 @@ class GrafanaContent(Construct):
             architecture=lambda_.Architecture.ARM_64,
             handler="handler.on_event",
             code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
-            timeout=FUNCTION_TIMEOUT,
+            timeout=Duration.minutes(FUNCTION_TIMEOUT_MINUTES),
             memory_size=512,
             role=self.role,
             log_group=self.log_group,
@@ -127,7 +127,7 @@ class GrafanaContent(Construct):
             self, "Resource",
             service_token=self.provider.service_token,
             resource_type=RESOURCE_TYPE,
-            service_timeout=SERVICE_TIMEOUT,
+            service_timeout=Duration.minutes(SERVICE_TIMEOUT_MINUTES),
             properties={
                 "WorkspaceId": workspace_id,
                 "WorkspaceEndpoint": workspace_endpoint,

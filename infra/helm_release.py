@@ -4,7 +4,7 @@ Time limits, and why one synchronous function: aws-cdk-lib's Provider runs its f
 at most 15 minutes and invokes the installer synchronously. The installer's limit is a minute shorter
 (``FUNCTION_TIMEOUT_SECONDS``), so when it is killed the framework is still alive to report FAILED; inside it,
 every download and helm or kubectl command ends before the installer's own limit (see the handler). Each
-release's ``ServiceTimeout`` (``SERVICE_TIMEOUT``) makes CloudFormation give up after 20 minutes if the
+release's ``ServiceTimeout`` (``SERVICE_TIMEOUT_MINUTES``) makes CloudFormation give up after 20 minutes if the
 framework itself never answers, instead of the default hour.
 The Provider's asynchronous mode (``is_complete_handler`` with ``total_timeout`` up to an hour, polled every
 ``query_interval``) is not used: helm runs as a child of the invocation and cannot outlive it, so an
@@ -42,7 +42,7 @@ HANDLER_DIR = Path(__file__).parent / "hyperpod" / "chart_installer"
 HELM_TIMEOUT_MINUTES = DEFAULT_TIMEOUT_MINUTES
 # CloudFormation's wait for an answer (ServiceTimeout, 1-3600 s, default 3600): the framework's 15 minutes and
 # five more for queueing and cold starts.
-SERVICE_TIMEOUT = Duration.minutes(20)
+SERVICE_TIMEOUT_MINUTES = 20
 RESOURCE_TYPE = "Custom::HyperPodHelmRelease"
 
 
@@ -217,7 +217,7 @@ class HelmRelease(CustomResource):
         super().__init__(
             scope, construct_id,
             service_token=installer.provider.service_token,
-            service_timeout=SERVICE_TIMEOUT,
+            service_timeout=Duration.minutes(SERVICE_TIMEOUT_MINUTES),
             resource_type=RESOURCE_TYPE,
             properties=properties,
         )

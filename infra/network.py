@@ -16,19 +16,21 @@ from infra.common import acknowledge
 from infra.errors import ConfigError
 from infra.ip_plan import control_plane_layout
 
-# Interface endpoints a closed network needs for HyperPod nodes, EKS and the operator tooling.
-CLOSED_NETWORK_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
-    "Ec2": ec2.InterfaceVpcEndpointAwsService.EC2,
-    "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
-    "EcrDkr": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
-    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
-    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
-    "Monitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
-    "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
-    "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
-    "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
-    "EksAuth": ec2.InterfaceVpcEndpointAwsService.EKS_AUTH,
-    "SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API,
+# Interface endpoints a closed network needs for HyperPod nodes, EKS and the operator tooling: construct ID ->
+# the name of the ec2.InterfaceVpcEndpointAwsService constant. Names, not the constants: reading one is a call into
+# jsii, and importing this module must make none (stacks/validation.py).
+CLOSED_NETWORK_ENDPOINTS: dict[str, str] = {
+    "Ec2": "EC2",
+    "EcrApi": "ECR",
+    "EcrDkr": "ECR_DOCKER",
+    "Sts": "STS",
+    "Logs": "CLOUDWATCH_LOGS",
+    "Monitoring": "CLOUDWATCH_MONITORING",
+    "Ssm": "SSM",
+    "SsmMessages": "SSM_MESSAGES",
+    "Ec2Messages": "EC2_MESSAGES",
+    "EksAuth": "EKS_AUTH",
+    "SageMakerApi": "SAGEMAKER_API",
 }
 
 
@@ -320,7 +322,8 @@ class HyperPodNetwork(Construct):
         subnets = ec2.SubnetSelection(subnets=self.control_plane_subnets)
         for name, service in CLOSED_NETWORK_ENDPOINTS.items():
             endpoint = ec2.InterfaceVpcEndpoint(
-                self, f"{name}Endpoint", vpc=self.vpc, service=service, subnets=subnets,
+                self, f"{name}Endpoint", vpc=self.vpc, service=getattr(ec2.InterfaceVpcEndpointAwsService, service),
+                subnets=subnets,
                 private_dns_enabled=True, open=False,
             )
             for cidr in peers:

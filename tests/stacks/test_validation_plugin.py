@@ -1,0 +1,109 @@
+"""stacks/validation.py: AWS's template validation engine, built on another thread while app.py imports the
+constructs, and registered in place of aws-cdk-lib's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+# app.py's main() in a fresh interpreter, stopped once the plugin is registered, with every request jsii's Python
+# client sends recorded with the thread that sent it (jsii 1.142.0 jsii/_kernel/providers/process.py).
+PROBE = """
+import json, sys, threading
+from jsii._kernel.providers import process
+
+sent = []
+send = process._NodeProcess.send
+
+def recording_send(self, request, response_type):
+    target = getattr(request, "fqn", None) or getattr(request, "name", None)
+    sent.append([threading.current_thread().name, type(request).__name__, target])
+    return send(self, request, response_type)
+
+process._NodeProcess.send = recording_send
+sys.path.insert(0, ".")
+import app as entry
+
+marks = {}
+start, register = entry.validation.start, entry.validation.register
+
+def marked_start():
+    start()
+    marks["start"] = len(sent)
+
+def marked_register(app):
+    marks["register"] = len(sent)
+    register(app)
+    print(json.dumps({"sent": sent, "marks": marks}))
+    raise SystemExit(0)
+
+entry.validation.start, entry.validation.register = marked_start, marked_register
+entry.main()
+"""
+
+
+def test_app_py_makes_no_jsii_call_while_the_engine_is_built_on_another_thread():
+    """jsii's client is not thread-safe: from start() to register() app.py's thread sends nothing, and the
+    engine is created once, on the other thread."""
+    result = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    probe = json.loads(result.stdout.splitlines()[-1])
+    sent, marks = probe["sent"], probe["marks"]
+    window = sent[marks["start"]:marks["register"]]
+    assert [s for s in window if s[0] == "MainThread"] == []
+    creates = [s for s in sent if s[2] == "aws-cdk-lib.CloudFormationValidatePlugin"]
+    assert creates == [["cfn-validate-engine", "CreateRequest", "aws-cdk-lib.CloudFormationValidatePlugin"]]
+    # Every jsii package was loaded before the window, by the thread that goes on to use them.
+    loads = {s[2] for s in sent[:marks["start"]] if s[1] == "LoadRequest" and s[0] == "MainThread"}
+    assert {"aws-cdk-lib", "constructs", "cdk-nag", "@aws-cdk/lambda-layer-kubectl-v33"} <= loads
+
+
+def test_the_process_builds_one_plugin():
+    from stacks import validation
+
+    assert validation.plugin() is validation.plugin()
+
+
+# A schema error planted in two apps of a process that runs as `cdk synth --no-validation` does: the one given the
+# plugin by register() (nothing), and one given it directly. Node.js reads CDK_VALIDATION from its own environment,
+# set when it starts: hence a process of its own.
+NO_VALIDATION = """
+import json, sys
+sys.path.insert(0, ".")
+from aws_cdk import App, CfnResource, Stack, Validations
+from stacks import validation
+
+def planted(outdir):
+    app = App(outdir=outdir, context={"@aws-cdk/core:validateAgainstDefaultRules": True})
+    CfnResource(Stack(app, "Planted"), "Data", type="AWS::S3::Bucket", properties={"NoSuchProperty": True})
+    return app
+
+registered = planted(sys.argv[1])
+validation.register(registered)
+registered.synth()
+direct = planted(sys.argv[2])
+Validations.of(direct).add_plugins(validation.plugin())
+try:
+    direct.synth()
+    print(json.dumps({"enabled": validation.enabled(), "direct": "passed"}))
+except Exception as error:
+    print(json.dumps({"enabled": validation.enabled(), "direct": str(error)}))
+"""
+
+
+def test_no_validation_registers_nothing_and_a_registered_plugin_validates_on_its_own(tmp_path):
+    """`cdk synth --no-validation` sets CDK_VALIDATION=false (aws-cdk CLI 2.1148.1 lib/index.js): register() then
+    adds nothing and the planted error passes, as with aws-cdk-lib's own plugin. The plugin itself, registered
+    directly, still fails the synth: the checks of the app's synths are its own, not aws-cdk-lib's default's."""
+    env = {**os.environ, "CDK_VALIDATION": "false"}
+    result = subprocess.run([sys.executable, "-c", NO_VALIDATION, str(tmp_path / "a"), str(tmp_path / "b")],
+                            capture_output=True, text=True, cwd=ROOT, env=env, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    outcome = json.loads(result.stdout.splitlines()[-1])
+    assert outcome["enabled"] is False
+    assert not (tmp_path / "a" / "validation-report.json").exists()
+    assert "NoSuchProperty" in outcome["direct"] and "CloudFormation Validate" in outcome["direct"]
