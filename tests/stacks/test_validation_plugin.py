@@ -8,7 +8,9 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+import pytest
+
+from tests.conftest import ROOT, cdk_json_context, new_app
 
 # app.py's main() in a fresh interpreter, stopped once the plugin is registered, with every request jsii's Python
 # client sends recorded with the thread that sent it (jsii 1.142.0 jsii/_kernel/providers/process.py).
@@ -68,42 +70,40 @@ def test_the_process_builds_one_plugin():
     assert validation.plugin() is validation.plugin()
 
 
-# A schema error planted in two apps of a process that runs as `cdk synth --no-validation` does: the one given the
-# plugin by register() (nothing), and one given it directly. Node.js reads CDK_VALIDATION from its own environment,
-# set when it starts: hence a process of its own.
+# A schema error planted in an app of a process that runs as `cdk synth --no-validation` does. Node.js reads
+# CDK_VALIDATION from its own environment, set when it starts: hence a process of its own.
 NO_VALIDATION = """
 import json, sys
 sys.path.insert(0, ".")
-from aws_cdk import App, CfnResource, Stack, Validations
+from aws_cdk import App, CfnResource, Stack
 from stacks import validation
 
-def planted(outdir):
-    app = App(outdir=outdir, context={"@aws-cdk/core:validateAgainstDefaultRules": True})
-    CfnResource(Stack(app, "Planted"), "Data", type="AWS::S3::Bucket", properties={"NoSuchProperty": True})
-    return app
-
-registered = planted(sys.argv[1])
-validation.register(registered)
-registered.synth()
-direct = planted(sys.argv[2])
-Validations.of(direct).add_plugins(validation.plugin())
-try:
-    direct.synth()
-    print(json.dumps({"enabled": validation.enabled(), "direct": "passed"}))
-except Exception as error:
-    print(json.dumps({"enabled": validation.enabled(), "direct": str(error)}))
+app = App(outdir=sys.argv[1], context={"@aws-cdk/core:validateAgainstDefaultRules": True})
+CfnResource(Stack(app, "Planted"), "Data", type="AWS::S3::Bucket", properties={"NoSuchProperty": True})
+validation.register(app)
+app.synth()
+print(json.dumps({"enabled": validation.enabled(), "built": validation._future is not None}))
 """
 
 
-def test_no_validation_registers_nothing_and_a_registered_plugin_validates_on_its_own(tmp_path):
+def test_no_validation_registers_nothing(tmp_path):
     """`cdk synth --no-validation` sets CDK_VALIDATION=false (aws-cdk CLI 2.1148.1 lib/index.js): register() then
-    adds nothing and the planted error passes, as with aws-cdk-lib's own plugin. The plugin itself, registered
-    directly, still fails the synth: the checks of the app's synths are its own, not aws-cdk-lib's default's."""
+    builds and adds nothing, and the planted error passes, as with aws-cdk-lib's own plugin. (That the plugin it
+    registers otherwise does the checking is the next test.)"""
     env = {**os.environ, "CDK_VALIDATION": "false"}
-    result = subprocess.run([sys.executable, "-c", NO_VALIDATION, str(tmp_path / "a"), str(tmp_path / "b")],
+    result = subprocess.run([sys.executable, "-c", NO_VALIDATION, str(tmp_path)],
                             capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
-    outcome = json.loads(result.stdout.splitlines()[-1])
-    assert outcome["enabled"] is False
-    assert not (tmp_path / "a" / "validation-report.json").exists()
-    assert "NoSuchProperty" in outcome["direct"] and "CloudFormation Validate" in outcome["direct"]
+    assert json.loads(result.stdout.splitlines()[-1]) == {"enabled": False, "built": False}
+    assert not (tmp_path / "validation-report.json").exists()
+
+
+def test_the_registered_plugin_is_the_one_that_checks(tmp_path):
+    """With aws-cdk-lib's own plugin switched off on the App (builtin_cloud_formation_validation=False), the
+    planted error still fails the synth: the fixtures' checks are done by the plugin register() adds."""
+    from aws_cdk import CfnResource, Stack
+
+    app = new_app(context=cdk_json_context(), outdir=str(tmp_path), builtin_cloud_formation_validation=False)
+    CfnResource(Stack(app, "Planted"), "Data", type="AWS::S3::Bucket", properties={"NoSuchProperty": True})
+    with pytest.raises(Exception, match=r"(?s)NoSuchProperty.*CloudFormation Validate"):
+        app.synth()
