@@ -2,16 +2,23 @@
 
 `cdk synth` runs aws-cdk-lib's CloudFormation Validate plugin over every template. Left to aws-cdk-lib, its rule
 engine is built during ``app.synth()`` (aws-cdk-lib 2.275.0 core/lib/private/synthesis-validation.js:
-``pluginsToEvaluate`` takes ``CloudFormationValidatePlugin._singletonInstance()``), about 1.4 s of Node.js time
-with the whole construct tree in memory, while Python waits. Built here instead, it costs the same Node.js
-process less (its heap is small then) and overlaps with Python importing the constructs, which needs no Node.js.
+``pluginsToEvaluate`` takes ``CloudFormationValidatePlugin._singletonInstance()``), 1.4 to 2.1 s of Node.js time
+in our measurements, with the whole construct tree in memory, while Python waits. Built here instead, it costs
+the same Node.js process less (its heap is small then; its construction starts about 80 garbage collector marking
+cycles, each a mark of the whole heap) and overlaps with Python importing the constructs, which needs no Node.js.
 
 An instance registered on the app replaces aws-cdk-lib's own (``hasUserRegisteredCloudFormationValidatePlugin``
-in the same file; the aws_cdk README's "CloudFormation Validate" section registers one the same way), built with
-the same default (``includeDefaultRules`` true); the report and the errors-versus-warnings rule
-(``@aws-cdk/core:validateAgainstDefaultRules``, cdk.json) are the same, as the templates are. aws-cdk-lib skips
-its own instance when ``CDK_VALIDATION`` is "false", which the CLI sets for ``cdk synth --no-validation``
-(aws-cdk CLI 2.1148.1 lib/index.js: ``CDK_VALIDATION: "false"``); :func:`register` honours it too.
+in the same file, an ``instanceof`` test; the aws_cdk README's "CloudFormationValidatePlugin" section registers
+one the same way), built with the same default (``includeDefaultRules`` true). The findings and the
+errors-versus-warnings rule (``@aws-cdk/core:validateAgainstDefaultRules``, cdk.json; applied by plugin name) are
+the same, as the templates are; in ``validation-report.json`` its report comes first instead of last (plugins
+registered on the app are listed before the default). One instance serves every app of a process: nothing in
+it is per app, and aws-cdk-lib disposes of an engine only in its own test hooks.
+
+aws-cdk-lib skips its own instance when ``CDK_VALIDATION`` is "false", which the CLI sets for
+``cdk synth --no-validation`` (aws-cdk CLI 2.1148.1 lib/index.js: ``CDK_VALIDATION: "false"``); :func:`register`
+honours it too. It cannot see an App's ``builtin_cloud_formation_validation=False`` and registers the plugin even
+then (a test relies on that to show the registered plugin does the checking).
 
 jsii's Python client sends one request at a time over one pipe and is not safe across threads (jsii 1.142.0
 jsii/_kernel/providers/process.py: ``_NodeProcess.send``). Between :func:`start` and :func:`register` the calling
@@ -24,6 +31,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+import weakref
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -36,6 +44,8 @@ JSII_PACKAGES = ("aws_cdk", "constructs", "cdk_nag", "aws_cdk.lambda_layer_kubec
 
 _lock = threading.Lock()
 _future: Future[CloudFormationValidatePlugin] | None = None
+# Apps given the plugin: a second instance on one app would fail its synth (DuplicateCloudFormationValidatePlugin).
+_registered: weakref.WeakSet[App] = weakref.WeakSet()
 
 
 def enabled() -> bool:
@@ -79,9 +89,10 @@ def plugin() -> CloudFormationValidatePlugin:
 
 
 def register(app: App) -> None:
-    """Give ``app`` the process's plugin in place of aws-cdk-lib's own; nothing under --no-validation."""
-    if not enabled():
+    """Give ``app`` the process's plugin in place of aws-cdk-lib's own, once; nothing under --no-validation."""
+    if not enabled() or app in _registered:
         return
     from aws_cdk import Validations
 
     Validations.of(app).add_plugins(plugin())
+    _registered.add(app)

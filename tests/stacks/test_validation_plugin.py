@@ -64,10 +64,21 @@ def test_app_py_makes_no_jsii_call_while_the_engine_is_built_on_another_thread()
     assert {"aws-cdk-lib", "constructs", "cdk-nag", "@aws-cdk/lambda-layer-kubectl-v33"} <= loads
 
 
-def test_the_process_builds_one_plugin():
+def test_the_registered_plugin_replaces_aws_cdk_libs_own(tmp_path):
+    """On an app with aws-cdk-lib's defaults, registered twice: the planted error is reported by one
+    CloudFormation Validate plugin, once (a second engine would add a second report with the same finding)."""
+    from aws_cdk import CfnResource, Stack
+
     from stacks import validation
 
-    assert validation.plugin() is validation.plugin()
+    app = new_app(context=cdk_json_context(), outdir=str(tmp_path))
+    validation.register(app)  # a second time: nothing more
+    CfnResource(Stack(app, "Planted"), "Data", type="AWS::S3::Bucket", properties={"NoSuchProperty": True})
+    with pytest.raises(Exception, match="NoSuchProperty"):
+        app.synth()
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    (reported,) = [p for p in report["pluginReports"] if p["pluginName"] == "CloudFormation Validate"]
+    assert [v["ruleName"] for v in reported["violations"]] == ["F3002"]
 
 
 # A schema error planted in an app of a process that runs as `cdk synth --no-validation` does. Node.js reads
