@@ -199,8 +199,30 @@ def test_usage_reads_each_teams_cluster_queue(run, tmp_path, monkeypatch) -> Non
     assert calls == [
         ["get", "namespaces", "-l", "sagemaker.amazonaws.com/sagemaker-managed-queue=true", "-o", "json",
          "--context", "hp"],
-        ["get", "clusterqueues.v1beta1.kueue.x-k8s.io", "-o", "json", "--context", "hp"],
+        ["get", "clusterqueues.kueue.x-k8s.io", "-o", "json", "--context", "hp"],  # the server's preferred version
     ]
+
+
+def test_usage_reads_a_v1beta2_queue_that_leaves_out_empty_fields(run, tmp_path, monkeypatch) -> None:
+    """Kueue from 0.15 serves ClusterQueue as v1beta2 too (the version kubectl prefers), whose empty fields are
+    left out (kubernetes-sigs/kueue apis/kueue/v1beta2/clusterqueue_types.go, omitempty): a quota of 0 and nothing
+    borrowed read as 0."""
+    import json
+
+    v1beta2 = {"kind": "ClusterQueueList", "apiVersion": "kueue.x-k8s.io/v1beta2", "items": [
+        {"kind": "ClusterQueue", "metadata": {"name": "hyperpod-ns-research-clusterqueue"},
+         "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
+             {"name": "ml.g5.8xlarge", "resources": [{"name": "nvidia.com/gpu"}]}]}]},
+         "status": {"flavorsUsage": [{"name": "ml.g5.8xlarge", "resources": [{"name": "nvidia.com/gpu",
+                                                                             "total": 2}]}]}}]}
+    monkeypatch.setitem(globals(), "CLUSTER_QUEUES", v1beta2)
+    _fake_kubectl(tmp_path, monkeypatch)
+    client, _ = _stub_cluster_with([_quota("aaaaaaaaaaa1", "research", 2)])
+    code, data = run.json("quotas", "--cluster", CLUSTER, "--region", REGION, "--usage", "--kube-context", "hp",
+                          clients={"sagemaker": client})
+    assert code == 0, json.dumps(data)
+    assert data["usage"]["hyperpod-ns-research"] == [
+        {"instance_type": "ml.g5.8xlarge", "resource": "nvidia.com/gpu", "quota": 0, "used": 2, "borrowed": 0}]
 
 
 def test_usage_table_shows_use_and_borrowing(run, tmp_path, monkeypatch) -> None:
