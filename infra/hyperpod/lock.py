@@ -130,7 +130,8 @@ def snapshot(templates: Templates, project: str) -> dict[str, Any]:
     """The create-only state of synthesized (or deployed) templates, keyed ``<stack>/<logical ID>``.
 
     The HyperPod cluster's entry also has its instance groups and, when Karpenter scales some of them, its
-    ``AutoScaling`` mode with those groups: what makes removing a group or turning autoscaling off unsafe.
+    ``AutoScaling`` mode with those groups: what makes removing a group or turning autoscaling off unsafe. The EKS
+    cluster's entry has its Kubernetes ``Version``, which EKS moves one minor version up at a time.
     """
     exports: dict[str, tuple[str, Any]] = {}
     for stack, template in templates.items():
@@ -154,6 +155,9 @@ def snapshot(templates: Templates, project: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"Type": resource["Type"], "CreateOnly": _create_only_values(resource),
                                  "Retained": resource.get("DeletionPolicy") == "Retain"}
         followed: list[Any] = list(entry["CreateOnly"].values())
+        version = (resource.get("Properties") or {}).get("Version")
+        if resource["Type"] == "AWS::EKS::Cluster" and isinstance(version, str):
+            entry["Version"] = version  # what version_refusals compares
         if resource["Type"] == "AWS::SageMaker::Cluster":
             entry["InstanceGroups"] = _groups(resource)
             followed += list(entry["InstanceGroups"].values())
@@ -198,6 +202,44 @@ def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list
             if was != will:
                 reasons.append(f"{key} ({before['Type']}) {path} changes from {_show(was)} to {_show(will)}")
     return reasons
+
+
+def _minor(version: Any) -> tuple[int, int] | None:
+    """``"1.33"`` as (1, 33); None for anything else (a token, a value this code does not know)."""
+    parts = version.split(".") if isinstance(version, str) else []
+    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+
+
+def version_refusals(locked: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, str]]:
+    """Kubernetes version changes EKS does not make to a deployed cluster that stays, as (new version, reason).
+
+    "Once you upgrade a cluster, you can't downgrade to a previous version" (Amazon EKS User Guide,
+    https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html), and "control plane version upgrades must
+    be done for one minor version at a time" (https://docs.aws.amazon.com/eks/latest/eksctl/cluster-upgrade.html):
+    CloudFormation would update the cluster in place and EKS refuse, failing the deploy. A lock written before the
+    version was recorded has none, and a cluster whose create-only properties change is a new cluster: neither is
+    compared.
+    """
+    refusals = []
+    now = current.get("resources", {})
+    for key, before in locked.get("resources", {}).items():
+        after = now.get(key)
+        if after is None or before.get("Type") != "AWS::EKS::Cluster" or before["CreateOnly"] != after["CreateOnly"]:
+            continue
+        was, will = _minor(before.get("Version")), _minor(after.get("Version"))
+        if was is None or will is None or was == will:
+            continue
+        if will < was:
+            reason = (f"the deployed cluster runs Kubernetes {before['Version']} and EKS cannot downgrade a cluster "
+                      f"to {after['Version']}")
+        elif will[0] != was[0] or will[1] - was[1] > 1:
+            step = f"{was[0]}.{was[1] + 1}"
+            reason = (f"the deployed cluster runs Kubernetes {before['Version']} and EKS upgrades a control plane one "
+                      f"minor version at a time: deploy {step} first, then {after['Version']}")
+        else:
+            continue
+        refusals.append((after["Version"], reason))
+    return refusals
 
 
 def group_refusals(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -300,7 +342,8 @@ def read_lock(path: Path) -> dict[str, Any] | None:
 
 def guard_replacement(config: AppConfig, templates: Templates, lock_dir: Path) -> dict[str, Any]:
     """Refuse templates that change what HyperPod keeps in a deployed group (group_refusals, whatever the config
-    says), replace a protected resource (unless allowed) or drop a group with nodes; return the snapshot.
+    says), move the deployed EKS cluster's Kubernetes version in a way EKS does not (version_refusals), replace a
+    protected resource (unless allowed) or drop a group with nodes; return the snapshot.
 
     Compares with the deployed state recorded in ``<lock_dir>/<project>.lock.json``; writes nothing.
     """
@@ -317,6 +360,10 @@ def guard_replacement(config: AppConfig, templates: Templates, lock_dir: Path) -
             + "; ".join(fixed)
             + f". Add a new instance group with the new values instead (compared with {path})",
         )
+    versions = version_refusals(locked, current)
+    if versions:
+        (version, reason), *_ = versions  # one EKS cluster per app
+        raise ConfigError("eks.version", version, f"{reason} (compared with {path})")
     reasons = replacement_reasons(locked, current)
     if reasons and not config.hyperpod.allow_cluster_replacement:
         raise ConfigError(

@@ -178,6 +178,52 @@ def test_the_type_list_of_a_deployed_flexible_group_may_change_but_not_its_form(
         guard_replacement(_config(allow_cluster_replacement=True), default_synth.templates, tmp_path)
 
 
+EKS_CLUSTER = ("hyperpod-dev-eks", "ControlPlaneCluster8AFA2E51")
+
+
+@pytest.mark.parametrize(
+    ("version", "words"),
+    [
+        ("1.35", "eks.version: the deployed cluster runs Kubernetes 1.33 and EKS upgrades a control plane one minor "
+                 "version at a time: deploy 1.34 first, then 1.35"),
+        ("1.32", "eks.version: the deployed cluster runs Kubernetes 1.33 and EKS cannot downgrade a cluster to 1.32"),
+    ],
+)
+def test_a_kubernetes_version_change_eks_does_not_make_is_refused(lock_dir, default_synth, version, words):
+    """The lock records the deployed cluster's version: a jump of two minor versions, or a downgrade, would fail
+    the deploy (EKS refuses both), whatever the config accepts."""
+    templates = _edited(default_synth.templates, *EKS_CLUSTER, lambda p: p.update(Version=version))
+    for config in (default_synth.config, _config(allow_cluster_replacement=True)):
+        with pytest.raises(ConfigError) as caught:
+            guard_replacement(config, templates, lock_dir)
+        message = str(caught.value)
+        assert message.startswith(f"Invalid configuration: {words}"), message
+        assert f"(got '{version}')" in message and "\n" not in message
+
+
+def test_one_minor_version_up_passes_and_an_old_lock_without_the_version_compares_nothing(lock_dir, default_synth):
+    up = _edited(default_synth.templates, *EKS_CLUSTER, lambda p: p.update(Version="1.34"))
+    assert snapshot(up, "hyperpod-dev")["resources"]["/".join(EKS_CLUSTER)]["Version"] == "1.34"
+    guard_replacement(default_synth.config, up, lock_dir)
+    path = lock_path(lock_dir, "hyperpod-dev")
+    old = json.loads(path.read_text())
+    del old["resources"]["/".join(EKS_CLUSTER)]["Version"]  # a lock written before versions were recorded
+    write_atomically(path, old)
+    guard_replacement(default_synth.config, _edited(default_synth.templates, *EKS_CLUSTER,
+                                                    lambda p: p.update(Version="1.35")), lock_dir)
+
+
+def test_a_replaced_eks_cluster_may_start_at_any_version(lock_dir, default_synth):
+    """A new cluster (its name changes, the replacement accepted) is created at the version given."""
+    def edit(p: dict) -> None:
+        p.update(Name="renamed", Version="1.35")
+
+    templates = _edited(default_synth.templates, *EKS_CLUSTER, edit)
+    with pytest.raises(ConfigError, match="REPLACE deployed resources"):
+        guard_replacement(default_synth.config, templates, lock_dir)
+    guard_replacement(_config(allow_cluster_replacement=True), templates, lock_dir)
+
+
 def test_a_replacement_is_accepted_when_the_config_says_so(lock_dir, default_synth):
     templates = _edited(default_synth.templates, "hyperpod-dev-network", "NetworkVpcFAC8F4A5",
                         lambda p: p.update(CidrBlock="10.100.0.0/16"))
