@@ -33,7 +33,7 @@ from infra.config import (
     MIN_AUTOSCALING_AGENT_VERSION,
     agent_image_override,
 )
-from infra.create_only import dotted, group_volume_key, refused_group_fields
+from infra.create_only import dotted, group_volume_key, refused_group_fields, refused_version_change
 from infra.hyperpod.chart_installer.handler import github_archive_url
 from infra.observability_addon import (
     HYPERPOD_OBSERVABILITY_ADDON,
@@ -551,7 +551,7 @@ def compare_templates(deployed: dict[str, Any], synth: dict[str, Any], resource_
     if not old:
         return PASS, f"no {resource_type} deployed yet"
     problems: list[str] = []
-    fixed: list[str] = []  # changes HyperPod does not make to an existing group (infra.create_only)
+    fixed: list[str] = []  # changes HyperPod (to a group) or EKS (to the version) does not make (infra.create_only)
     warnings: list[str] = []
     for logical_id, old_props in old.items():
         if logical_id not in new:
@@ -564,6 +564,8 @@ def compare_templates(deployed: dict[str, Any], synth: dict[str, Any], resource_
         replaced = [f"{logical_id}.{p} changes" for p in _changed(old_props, new_props, dotted(resource_type))]
         problems += replaced
         if resource_type == "AWS::EKS::Cluster":
+            step = None if replaced else refused_version_change(old_props.get("Version"), new_props.get("Version"))
+            fixed += [f"{logical_id}.Version: {step}"] if step else []
             warnings += [
                 f"{logical_id}.{p} changes (EKS accepts only subnets in the original AZs)"
                 for p in _changed(old_props, new_props, EKS_RESTRICTED)
@@ -574,6 +576,8 @@ def compare_templates(deployed: dict[str, Any], synth: dict[str, Any], resource_
             warnings += _group_removals(logical_id, old_props, new_props)
     if problems:
         return FAIL, "would REPLACE: " + "; ".join(problems)
+    if fixed and resource_type == "AWS::EKS::Cluster":
+        return FAIL, "EKS does not make this change to the deployed cluster: " + "; ".join(fixed)
     if fixed:
         return FAIL, "HyperPod does not change these on an existing instance group (add a new group): " + "; ".join(
             fixed)

@@ -73,6 +73,33 @@ def refused_group_fields(before: Any, after: Any) -> list[str]:
 GROUP_VOLUME_KEY = "VolumeKmsKeyId"
 
 
+def _minor(version: Any) -> tuple[int, int] | None:
+    """``"1.33"`` as (1, 33); None for anything else (a token, a value this code does not know)."""
+    parts = version.split(".") if isinstance(version, str) else []
+    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+
+
+def refused_version_change(before: Any, after: Any) -> str | None:
+    """Why EKS does not move a deployed cluster (that stays) from Kubernetes ``before`` to ``after``; None when it
+    does, or when either is not a plain "1.NN".
+
+    The version updates in place (it is not among the resource schema's createOnlyProperties, above), but "once
+    you upgrade a cluster, you can't downgrade to a previous version"
+    (https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html) and "control plane version upgrades must
+    be done for one minor version at a time" (https://docs.aws.amazon.com/eks/latest/eksctl/cluster-upgrade.html).
+    EKS is taken to refuse anything else, failing the deploy (its answer is not on those pages, nor observed here).
+    """
+    was, will = _minor(before), _minor(after)
+    if was is None or will is None or was == will:
+        return None
+    if will < was:
+        return f"the deployed cluster runs Kubernetes {before} and EKS cannot downgrade a cluster to {after}"
+    if will[0] != was[0] or will[1] - was[1] > 1:
+        return (f"the deployed cluster runs Kubernetes {before} and EKS upgrades a control plane one minor version "
+                f"at a time: deploy {was[0]}.{was[1] + 1} first, then {after}")
+    return None
+
+
 def group_volume_key(group: Any) -> Any:
     """The KMS key of an instance group's EBS volumes as a template writes it; None is AWS's own key."""
     for storage in (group.get("InstanceStorageConfigs") or []) if isinstance(group, dict) else []:

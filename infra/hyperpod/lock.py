@@ -40,6 +40,7 @@ from infra.create_only import (
     group_volume_key,
     lookup,
     refused_group_fields,
+    refused_version_change,
 )
 from infra.errors import ConfigError
 
@@ -204,41 +205,19 @@ def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list
     return reasons
 
 
-def _minor(version: Any) -> tuple[int, int] | None:
-    """``"1.33"`` as (1, 33); None for anything else (a token, a value this code does not know)."""
-    parts = version.split(".") if isinstance(version, str) else []
-    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
-
-
 def version_refusals(locked: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, str]]:
-    """Kubernetes version changes EKS does not make to a deployed cluster that stays, as (new version, reason).
-
-    "Once you upgrade a cluster, you can't downgrade to a previous version" (Amazon EKS User Guide,
-    https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html), and "control plane version upgrades must
-    be done for one minor version at a time" (https://docs.aws.amazon.com/eks/latest/eksctl/cluster-upgrade.html):
-    CloudFormation would update the cluster in place and EKS refuse, failing the deploy. A lock written before the
-    version was recorded has none, and a cluster whose create-only properties change is a new cluster: neither is
-    compared.
-    """
+    """Kubernetes version changes EKS does not make to the deployed EKS cluster, as (new version, reason)
+    (infra.create_only.refused_version_change). A lock written before the version was recorded has none, and a
+    cluster whose create-only properties change is a new cluster: neither is compared."""
     refusals = []
     now = current.get("resources", {})
     for key, before in locked.get("resources", {}).items():
         after = now.get(key)
         if after is None or before.get("Type") != "AWS::EKS::Cluster" or before["CreateOnly"] != after["CreateOnly"]:
             continue
-        was, will = _minor(before.get("Version")), _minor(after.get("Version"))
-        if was is None or will is None or was == will:
-            continue
-        if will < was:
-            reason = (f"the deployed cluster runs Kubernetes {before['Version']} and EKS cannot downgrade a cluster "
-                      f"to {after['Version']}")
-        elif will[0] != was[0] or will[1] - was[1] > 1:
-            step = f"{was[0]}.{was[1] + 1}"
-            reason = (f"the deployed cluster runs Kubernetes {before['Version']} and EKS upgrades a control plane one "
-                      f"minor version at a time: deploy {step} first, then {after['Version']}")
-        else:
-            continue
-        refusals.append((after["Version"], reason))
+        reason = refused_version_change(before.get("Version"), after.get("Version"))
+        if reason is not None:
+            refusals.append((after["Version"], reason))
     return refusals
 
 
