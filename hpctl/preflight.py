@@ -564,8 +564,8 @@ def compare_templates(deployed: dict[str, Any], synth: dict[str, Any], resource_
         replaced = [f"{logical_id}.{p} changes" for p in _changed(old_props, new_props, dotted(resource_type))]
         problems += replaced
         if resource_type == "AWS::EKS::Cluster":
-            step = None if replaced else refused_version_change(old_props.get("Version"), new_props.get("Version"))
-            fixed += [f"{logical_id}.Version: {step}"] if step else []
+            step = refused_version_change(old_props.get("Version"), new_props.get("Version"))
+            fixed += [f"{logical_id}.Version: {step}"] if step else []  # a replacement is reported first
             warnings += [
                 f"{logical_id}.{p} changes (EKS accepts only subnets in the original AZs)"
                 for p in _changed(old_props, new_props, EKS_RESTRICTED)

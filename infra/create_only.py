@@ -76,28 +76,29 @@ GROUP_VOLUME_KEY = "VolumeKmsKeyId"
 def _minor(version: Any) -> tuple[int, int] | None:
     """``"1.33"`` as (1, 33); None for anything else (a token, a value this code does not know)."""
     parts = version.split(".") if isinstance(version, str) else []
-    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdigit() for p in parts) else None
+    return (int(parts[0]), int(parts[1])) if len(parts) == 2 and all(p.isdecimal() for p in parts) else None
 
 
 def refused_version_change(before: Any, after: Any) -> str | None:
     """Why EKS does not move a deployed cluster (that stays) from Kubernetes ``before`` to ``after``; None when it
-    does, or when either is not a plain "1.NN".
+    may, or when either is not a plain "1.NN" of the same major version.
 
-    The version updates in place (it is not among the resource schema's createOnlyProperties, above), but "once
-    you upgrade a cluster, you can't downgrade to a previous version"
-    (https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html) and "control plane version upgrades must
-    be done for one minor version at a time" (https://docs.aws.amazon.com/eks/latest/eksctl/cluster-upgrade.html).
-    EKS is taken to refuse anything else, failing the deploy (its answer is not on those pages, nor observed here).
+    The version updates in place (it is not among the resource schema's createOnlyProperties, above), but "control
+    plane version upgrades must be done for one minor version at a time"
+    (https://docs.aws.amazon.com/eks/latest/eksctl/cluster-upgrade.html), and a rollback reverts "to the previous
+    minor version within 7 days of an in-place upgrade"
+    (https://docs.aws.amazon.com/eks/latest/best-practices/rollback-cluster-upgrades.html). A step of more than one
+    minor version either way is taken to fail the deploy (EKS's answer is not on those pages, nor observed here);
+    one minor version down is left to EKS (whether CloudFormation's update performs that rollback is unverified).
     """
     was, will = _minor(before), _minor(after)
-    if was is None or will is None or was == will:
+    if was is None or will is None or was[0] != will[0] or abs(will[1] - was[1]) <= 1:
         return None
-    if will < was:
-        return f"the deployed cluster runs Kubernetes {before} and EKS cannot downgrade a cluster to {after}"
-    if will[0] != was[0] or will[1] - was[1] > 1:
+    if will > was:
         return (f"the deployed cluster runs Kubernetes {before} and EKS upgrades a control plane one minor version "
                 f"at a time: deploy {was[0]}.{was[1] + 1} first, then {after}")
-    return None
+    return (f"the deployed cluster runs Kubernetes {before} and EKS rolls a control plane back only to the previous "
+            f"minor version, within 7 days of the upgrade: {after} cannot be reached")
 
 
 def group_volume_key(group: Any) -> Any:

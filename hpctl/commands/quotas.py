@@ -33,7 +33,7 @@ from hpctl.target import Target
 # kueue.x-k8s.io/v1beta1", #14558). AWS's CLI still asks for v1beta1
 # (aws/sagemaker-hyperpod-cli@011ca927: constants/kueue_constants.py). The fields read here have the same paths in
 # both versions (kubernetes-sigs/kueue@013c8f25:apis/kueue/v1beta2/clusterqueue_types.go; v1beta1's file the same
-# names at ff69552e); v1beta2 marks them omitempty, so a missing one counts as zero. Which Kueue each task
+# names at ff69552e); a missing one counts as zero (defensive: nominalQuota is required). Which Kueue each task
 # governance add-on version installs is published only for v1.6.0-eksbuild.1, Kueue v0.19.2 (AWS docs,
 # sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade); for v1.3.x to v1.5.x it is unverified.
 USAGE_NOT_SHOWN = ("per-team use is not shown without --usage (it reads Kueue's ClusterQueues in the cluster "

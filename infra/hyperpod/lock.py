@@ -342,7 +342,12 @@ def guard_replacement(config: AppConfig, templates: Templates, lock_dir: Path) -
     versions = version_refusals(locked, current)
     if versions:
         (version, reason), *_ = versions  # one EKS cluster per app
-        raise ConfigError("eks.version", version, f"{reason} (compared with {path})")
+        raise ConfigError(
+            "eks.version", version,
+            f"{reason} (compared with {path}; if the cluster's version was changed outside CloudFormation, by an "
+            "upgrade, a rollback or EKS at the end of support, write the version it runs as the EKS cluster's "
+            "Version there)",
+        )
     reasons = replacement_reasons(locked, current)
     if reasons and not config.hyperpod.allow_cluster_replacement:
         raise ConfigError(

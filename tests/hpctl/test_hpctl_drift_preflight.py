@@ -292,15 +292,18 @@ def test_in_place_updates_pass(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("version", "words"), [
     ("1.34", "deploy 1.33 first, then 1.34"),
-    ("1.31", "EKS cannot downgrade a cluster to 1.31"),
+    ("1.30", "EKS rolls a control plane back only to the previous minor version"),
 ])
 def test_a_kubernetes_version_step_eks_does_not_make_fails(tmp_path: Path, version: str, words: str) -> None:
-    """Deployed 1.32: more than one minor version up, or down, is refused by EKS (infra.create_only)."""
+    """Deployed 1.32: more than one minor version up, or down, is refused by EKS (infra.create_only); one down
+    (EKS's rollback) passes."""
     synth = _edit(EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(Version=version))
     check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster")
     assert check.verdict == "fail", check.reason
     assert check.reason.startswith("EKS does not make this change to the deployed cluster: Cluster9EE0221C.Version:")
     assert words in check.reason
+    down = _edit(EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(Version="1.31"))
+    assert _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, down, "AWS::EKS::Cluster").verdict == "pass"
 
 
 def test_a_replaced_eks_cluster_is_reported_as_a_replacement_not_a_version_step(tmp_path: Path) -> None:

@@ -186,12 +186,14 @@ EKS_CLUSTER = ("hyperpod-dev-eks", "ControlPlaneCluster8AFA2E51")
     [
         ("1.35", "eks.version: the deployed cluster runs Kubernetes 1.33 and EKS upgrades a control plane one minor "
                  "version at a time: deploy 1.34 first, then 1.35"),
-        ("1.32", "eks.version: the deployed cluster runs Kubernetes 1.33 and EKS cannot downgrade a cluster to 1.32"),
+        ("1.31", "eks.version: the deployed cluster runs Kubernetes 1.33 and EKS rolls a control plane back only to "
+                 "the previous minor version, within 7 days of the upgrade: 1.31 cannot be reached"),
     ],
 )
 def test_a_kubernetes_version_change_eks_does_not_make_is_refused(lock_dir, default_synth, version, words):
-    """The lock records the deployed cluster's version: a jump of two minor versions, or a downgrade, would fail
-    the deploy (EKS refuses both), whatever the config accepts."""
+    """The lock records the deployed cluster's version: a step of two minor versions up or down would fail the
+    deploy (EKS upgrades one minor version at a time and rolls back one), whatever the config accepts; the message
+    says how to record a version changed outside CloudFormation."""
     templates = _edited(default_synth.templates, *EKS_CLUSTER, lambda p: p.update(Version=version))
     for config in (default_synth.config, _config(allow_cluster_replacement=True)):
         with pytest.raises(ConfigError) as caught:
@@ -199,12 +201,16 @@ def test_a_kubernetes_version_change_eks_does_not_make_is_refused(lock_dir, defa
         message = str(caught.value)
         assert message.startswith(f"Invalid configuration: {words}"), message
         assert f"(got '{version}')" in message and "\n" not in message
+        assert "write the version it runs as the EKS cluster's Version there" in message
 
 
-def test_one_minor_version_up_passes_and_an_old_lock_without_the_version_compares_nothing(lock_dir, default_synth):
-    up = _edited(default_synth.templates, *EKS_CLUSTER, lambda p: p.update(Version="1.34"))
-    assert snapshot(up, "hyperpod-dev")["resources"]["/".join(EKS_CLUSTER)]["Version"] == "1.34"
-    guard_replacement(default_synth.config, up, lock_dir)
+def test_one_minor_version_up_or_down_passes_and_an_old_lock_without_the_version_compares_nothing(
+        lock_dir, default_synth):
+    """One up is EKS's upgrade step; one down is its rollback (within 7 days of the upgrade: left to EKS)."""
+    for version in ("1.34", "1.32"):
+        step = _edited(default_synth.templates, *EKS_CLUSTER, lambda p, v=version: p.update(Version=v))
+        assert snapshot(step, "hyperpod-dev")["resources"]["/".join(EKS_CLUSTER)]["Version"] == version
+        guard_replacement(default_synth.config, step, lock_dir)
     path = lock_path(lock_dir, "hyperpod-dev")
     old = json.loads(path.read_text())
     del old["resources"]["/".join(EKS_CLUSTER)]["Version"]  # a lock written before versions were recorded
