@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hpctl.cluster import deployed_instance_types
-from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY
+from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, refused_version_change
 
 # Effects, from harmless to destructive.
 UPDATE = "update"  # UpdateCluster in place
@@ -15,6 +15,7 @@ REMOVE = "remove group"  # deletes the group's nodes
 REFUSED = "HYPERPOD REFUSES: new group"  # fixed in an existing group (infra.create_only): the deploy fails
 BUSY = "HYPERPOD REFUSES: nodes run on it"  # a dropped type of a flexible group that still has nodes
 CREATE = "create cluster"
+EKS_REFUSES = "EKS REFUSES: more than one minor version"  # infra.create_only.refused_version_change
 # Dropping AutoScaling from the template is not known to disable it (unverified): UpdateCluster with
 # AutoScaling Mode=Disable does (botocore's UpdateClusterRequest: "Use to enable or disable").
 MANUAL = "not done by deploy: update-cluster --auto-scaling Mode=Disable"
@@ -101,13 +102,18 @@ def removed_types(deployed: dict[str, Any] | None, cfg: Any) -> dict[str, set[st
 
 
 def compare(deployed: dict[str, Any] | None, cfg: Any,
-            running: dict[str, set[str]] | None = None) -> list[Change]:
+            running: dict[str, set[str]] | None = None, eks_version: str | None = None) -> list[Change]:
     """Changes `cdk deploy` would make to go from the deployed cluster to the config. ``running``: per group, the
     instance types its nodes run on (ListClusterNodes), for the groups of removed_types; HyperPod refuses to drop
-    a type that has nodes."""
+    a type that has nodes. ``eks_version``: the Kubernetes version the orchestrating EKS cluster runs (its
+    DescribeCluster), None when unknown; EKS may have moved it ("your cluster is auto-upgraded" when extended
+    support ends, https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html)."""
     if deployed is None:
         return [Change("-", "cluster", None, cfg.hyperpod.cluster_name, CREATE)]
     changes: list[Change] = []
+    if eks_version is not None and eks_version != cfg.eks.version:
+        effect = EKS_REFUSES if refused_version_change(eks_version, cfg.eks.version) else UPDATE
+        changes.append(Change("-", "eks.version", eks_version, cfg.eks.version, effect))
     live = {g["InstanceGroupName"]: g for g in deployed.get("InstanceGroups", [])}
     wanted = {g.name: g for g in cfg.hyperpod.instance_groups}
     # Karpenter sets the node count of the groups it scales; the config declares them at 0 and never resets them.
@@ -155,8 +161,8 @@ def compare(deployed: dict[str, Any] | None, cfg: Any,
 
 
 def refused(changes: list[Change]) -> bool:
-    """Whether a change is one HyperPod does not make to an existing group (the deploy would fail)."""
-    return any(c.effect in (REFUSED, BUSY) for c in changes)
+    """Whether a change is one HyperPod (or EKS, for the version) does not make (the deploy would fail)."""
+    return any(c.effect in (REFUSED, BUSY, EKS_REFUSES) for c in changes)
 
 
 def changes_json(changes: list[Change]) -> list[dict[str, Any]]:

@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from hpctl import cluster as api
 from hpctl import drift, preflight
 from hpctl.commands.options import add_command
@@ -14,6 +16,21 @@ from hpctl.commands.terminal import err
 from hpctl.errors import EXIT_FAILED, EXIT_OK, UsageError
 from hpctl.output import print_json, print_table
 from hpctl.target import DEFAULT_CONFIG, Target
+from infra.create_only import refused_version_change
+
+
+def eks_version(deployed: dict[str, Any] | None, clients: Any) -> str | None:
+    """The Kubernetes version of the EKS cluster that orchestrates ``deployed`` (eks:DescribeCluster), None when
+    there is none or it cannot be read (said on stderr: the rest of the drift is still worth reporting)."""
+    arn = ((deployed or {}).get("Orchestrator") or {}).get("Eks", {}).get("ClusterArn")
+    if not arn:
+        return None
+    try:
+        version = clients("eks").describe_cluster(name=arn.rsplit("/", 1)[-1])["cluster"].get("version")
+    except ClientError as error:
+        err(f"warning: the EKS cluster's version is not compared ({error.response['Error'].get('Code')})")
+        return None
+    return version if isinstance(version, str) else None
 
 
 def cmd_drift(args: argparse.Namespace, t: Target, clients: Any) -> int:
@@ -27,7 +44,7 @@ def cmd_drift(args: argparse.Namespace, t: Target, clients: Any) -> int:
     removed = drift.removed_types(deployed, t.cfg)
     running = {group: {n["InstanceType"] for n in api.iter_nodes(clients("sagemaker"), t.cluster, group)
                        if n.get("InstanceGroupName") == group} for group in removed}
-    changes = drift.compare(deployed, t.cfg, running)
+    changes = drift.compare(deployed, t.cfg, running, eks_version(deployed, clients))
     if args.json:
         print_json(
             {
@@ -51,6 +68,9 @@ def cmd_drift(args: argparse.Namespace, t: Target, clients: Any) -> int:
             "WARNING: a field HyperPod keeps for the life of an instance group changes: the synth refuses it and "
             "cdk deploy could not make it. Add a new instance group with the new values instead."
         )
+    if any(c.effect == drift.EKS_REFUSES for c in changes):
+        (step,) = [c for c in changes if c.effect == drift.EKS_REFUSES]
+        err(f"WARNING: {refused_version_change(step.deployed, step.config)}.")
     if any(c.effect == drift.BUSY for c in changes):
         err(
             "WARNING: the config drops instance types that still run nodes, which HyperPod does not allow (the "

@@ -957,3 +957,70 @@ def test_subnet_ips_of_a_flexible_group_are_planned_at_its_hungriest_type() -> N
     cfg = _byo_cfg(subnet["SubnetId"], vpc, 3, fallback_instance_types=["ml.p5.48xlarge"])
     [check] = pf.check_subnet_ips(cfg, Clients(REGION), None)
     assert check.verdict == "warn" and "the 243 needed" in check.reason
+
+
+# --- drift: the orchestrating EKS cluster's Kubernetes version --------------------------------------
+
+
+def test_drift_compares_the_eks_version_and_names_a_step_eks_refuses() -> None:
+    """The config's eks.version against what the EKS cluster runs (it may have moved outside CloudFormation, by
+    EKS at the end of extended support): one minor version is an update, more is refused (infra.create_only)."""
+    from hpctl.drift import EKS_REFUSES, UPDATE, compare, refused
+
+    deployed = _described(FLEXIBLE_GROUP)
+    data = config_data()
+    data["hyperpod"]["instance_groups"][0]["fallback_instance_types"] = ["ml.g5.12xlarge"]
+    cfg = parse_config(data)  # eks.version 1.33
+    assert compare(deployed, cfg, eks_version=None) == [] == compare(deployed, cfg, eks_version="1.33")
+    step = compare(deployed, cfg, eks_version="1.32")
+    assert [(c.field, c.deployed, c.config, c.effect) for c in step] == [("eks.version", "1.32", "1.33", UPDATE)]
+    assert not refused(step)
+    jump = compare(deployed, cfg, eks_version="1.31")
+    assert [(c.field, c.effect) for c in jump] == [("eks.version", EKS_REFUSES)] and refused(jump)
+
+
+EKS_ARN = f"arn:aws:eks:{REGION}:123456789012:cluster/hp-eks"
+
+
+def _drift_with_eks(run, write_config, eks_answer) -> tuple[int, dict, str]:
+    sm, sm_stub = stubbed("sagemaker")
+    described = {"ClusterArn": f"arn:aws:sagemaker:{REGION}:123456789012:cluster/abc123", "ClusterName": CLUSTER,
+                 "ClusterStatus": "InService", "InstanceGroups": [FLEXIBLE_GROUP],
+                 "Orchestrator": {"Eks": {"ClusterArn": EKS_ARN}}}
+    for _ in range(2):
+        sm_stub.add_response("describe_cluster", described, {"ClusterName": CLUSTER})
+    eks, eks_stub = stubbed("eks")
+    for _ in range(2):
+        eks_answer(eks_stub)
+    data = config_data()
+    data["hyperpod"]["instance_groups"][0]["fallback_instance_types"] = ["ml.g5.12xlarge"]
+    config = str(write_config(data))
+    code, out, err = run("drift", "--config", config, clients={"sagemaker": sm, "eks": eks})
+    code_json, result = run.json("drift", "--config", config, clients={"sagemaker": sm, "eks": eks})
+    sm_stub.assert_no_pending_responses()
+    eks_stub.assert_no_pending_responses()
+    assert code == code_json
+    return code, result, out + err
+
+
+def test_drift_command_reads_the_eks_clusters_version(run, write_config) -> None:
+    """DescribeCluster of the EKS cluster named in the HyperPod cluster's Orchestrator (botocore's eks model:
+    DescribeClusterResponse.cluster.version)."""
+    def answer(stub):
+        stub.add_response("describe_cluster", {"cluster": {"name": "hp-eks", "version": "1.31"}}, {"name": "hp-eks"})
+
+    code, result, text = _drift_with_eks(run, write_config, answer)
+    assert code == 1 and result["refused"] is True
+    assert result["changes"] == [{"group": "-", "field": "eks.version", "deployed": "1.31", "config": "1.33",
+                                  "effect": "EKS REFUSES: more than one minor version"}]
+    assert "deploy 1.32 first, then 1.33" in text
+
+
+def test_drift_goes_on_when_the_eks_cluster_cannot_be_read(run, write_config) -> None:
+    def answer(stub):
+        stub.add_client_error("describe_cluster", "AccessDeniedException", "not allowed", 403,
+                              expected_params={"name": "hp-eks"})
+
+    code, result, text = _drift_with_eks(run, write_config, answer)
+    assert code == 0 and result["changes"] == []
+    assert "the EKS cluster's version is not compared (AccessDeniedException)" in text
