@@ -116,6 +116,7 @@ def compare(deployed: dict[str, Any] | None, cfg: Any,
         changes.append(Change("-", "eks.version", eks_version, cfg.eks.version, effect))
     live = {g["InstanceGroupName"]: g for g in deployed.get("InstanceGroups", [])}
     wanted = {g.name: g for g in cfg.hyperpod.instance_groups}
+    removed = removed_types(deployed, cfg)
     # Karpenter sets the node count of the groups it scales; the config declares them at 0 and never resets them.
     karpenter_owned = set(cfg.hyperpod.autoscaling.instance_groups)
     for name, group in wanted.items():
@@ -137,9 +138,8 @@ def compare(deployed: dict[str, Any] | None, cfg: Any,
             if have[field] != value:
                 fixed = field in _FIXED_FIELDS and not (list_edit and field in _TYPE_FIELDS)
                 changes.append(Change(name, field, have[field], value, REFUSED if fixed else UPDATE))
-        dropped = set(deployed_instance_types(live[name])) - set(group.instance_types)
-        busy = sorted((running or {}).get(name, set()) & dropped)
-        if list_edit and busy:
+        busy = sorted((running or {}).get(name, set()) & removed.get(name, set()))
+        if busy:
             changes.append(Change(name, "removed types with nodes", busy, None, BUSY))
     for name, group in live.items():
         if name not in wanted:

@@ -24,18 +24,18 @@ from hpctl.target import Target
 # team's ClusterQueue is hyperpod-ns-<id>-clusterqueue, its flavors are instance types,
 # spec.resourceGroups[].flavors[].resources[].nominalQuota the quota, status.flavorsUsage[].resources[].total the
 # use and .borrowed what is borrowed.
-# The resource is named without a version, so kubectl reads the version the API server prefers ("the version that
-# comes first in term of priority is used by kubectl as the default version to access objects", kubernetes.io
-# docs, tasks/extend-kubernetes/custom-resources/custom-resource-definition-versioning; v1beta2 sorts before
-# v1beta1 there): v1beta1 up to Kueue 0.14, v1beta2 from 0.15,
-# the only one from 0.20, which no longer serves v1beta1 (kubernetes-sigs/kueue CHANGELOG/CHANGELOG-0.15.md and
-# 0.16.md; kubernetes-sigs/kueue@144402ad:CHANGELOG/CHANGELOG-0.20.md, "Kueue no longer serves
-# kueue.x-k8s.io/v1beta1", #14558). AWS's CLI still asks for v1beta1
-# (aws/sagemaker-hyperpod-cli@011ca927: constants/kueue_constants.py). The fields read here have the same paths in
-# both versions (kubernetes-sigs/kueue@013c8f25:apis/kueue/v1beta2/clusterqueue_types.go; v1beta1's file the same
-# names at ff69552e); a missing one counts as zero (defensive: nominalQuota is required). Which Kueue each task
-# governance add-on version installs is published only for v1.6.0-eksbuild.1, Kueue v0.19.2 (AWS docs,
-# sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade); for v1.3.x to v1.5.x it is unverified.
+# The resource is named without a version, so kubectl reads the version the API server prefers ("the version that comes
+# first in term of priority is used by kubectl as the default version to access objects", kubernetes.io docs,
+# tasks/extend-kubernetes/custom-resources/custom-resource-definition-versioning; v1beta2 sorts before v1beta1 there):
+# v1beta1 up to Kueue 0.14, v1beta2 from 0.15, the only one from 0.20, which no longer serves v1beta1
+# (kubernetes-sigs/kueue@2a66aa2b:CHANGELOG/CHANGELOG-0.15.md, v0.15.0: "Expose the v1beta2 API for CRD serving";
+# kubernetes-sigs/kueue@144402ad:CHANGELOG/CHANGELOG-0.20.md, "Kueue no longer serves kueue.x-k8s.io/v1beta1", #14558).
+# AWS's CLI still asks for v1beta1 (aws/sagemaker-hyperpod-cli@011ca927: constants/kueue_constants.py). The fields read
+# here have the same paths in both versions (kubernetes-sigs/kueue@013c8f25:apis/kueue/v1beta2/clusterqueue_types.go and
+# @00b014c1:apis/kueue/v1beta1/clusterqueue_types.go); a missing one counts as zero (defensive: nominalQuota is
+# required). Which Kueue each task governance add-on version installs is published only for v1.6.0-eksbuild.1, Kueue
+# v0.19.2 (AWS docs, sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade); for v1.3.x to v1.5.x it is
+# unverified.
 USAGE_NOT_SHOWN = ("per-team use is not shown without --usage (it reads Kueue's ClusterQueues in the cluster "
                    "with kubectl)")
 MANAGED_QUEUE_LABEL = "sagemaker.amazonaws.com/sagemaker-managed-queue"
