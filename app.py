@@ -26,7 +26,6 @@ from aws_cdk import App
 from infra.config import load_config
 from infra.errors import ConfigError
 from infra.hyperpod.lock import CANDIDATE_NAME, LOCK_DIR, guard_replacement, lock_path, write_atomically
-from stacks import validation
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_CONFIG = "config/default.yaml"
@@ -46,11 +45,9 @@ def main() -> None:
                 "it from the deployed stacks with scripts/promote_lock.py --from-stacks, then delete the old file",
             )
         # The constructs and cdk-nag are imported once the config is known to be good (about 1 s): a bad config
-        # is reported that much sooner. AWS's template validation engine is built meanwhile (stacks/validation.py).
-        validation.start()
+        # is reported that much sooner.
         from stacks.app_builder import build_app
 
-        validation.register(app)
         build_app(app, config)
         assembly = app.synth()
         # Read from the files: the artifacts' `template` would send each template through jsii, three times slower.

@@ -18,7 +18,7 @@ from infra.ip_plan import control_plane_layout
 
 # Interface endpoints a closed network needs for HyperPod nodes, EKS and the operator tooling: construct ID ->
 # the name of the ec2.InterfaceVpcEndpointAwsService constant. Names, not the constants: reading one is a call into
-# jsii, and importing this module must make none (stacks/validation.py).
+# jsii, made where an endpoint is built rather than whenever this module is imported.
 CLOSED_NETWORK_ENDPOINTS: dict[str, str] = {
     "Ec2": "EC2",
     "EcrApi": "ECR",
