@@ -26,6 +26,7 @@ from aws_cdk import App
 from infra.config import load_config
 from infra.errors import ConfigError
 from infra.hyperpod.lock import CANDIDATE_NAME, LOCK_DIR, guard_replacement, lock_path, write_atomically
+from stacks import validation
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_CONFIG = "config/default.yaml"
@@ -49,6 +50,7 @@ def main() -> None:
         from stacks.app_builder import build_app
 
         build_app(app, config)
+        validation.register(app)  # AWS's template validation without aws-cdk-lib's GameLift rule
         assembly = app.synth()
         # Read from the files: the artifacts' `template` would send each template through jsii, three times slower.
         templates = {stack.stack_name: json.loads(Path(stack.template_full_path).read_text(encoding="utf-8"))

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 import yaml
-from aws_cdk import App, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -20,7 +20,7 @@ from hpctl import target
 from infra.config import parse_config
 from infra.errors import ConfigError
 from stacks.app_builder import build_app
-from tests.conftest import ROOT, cdk_json_context, default_config_data, mutate
+from tests.conftest import ROOT, cdk_json_context, default_config_data, mutate, new_app
 
 
 def test_every_exported_name_resolves():
@@ -37,7 +37,7 @@ def test_importing_the_config_does_not_start_the_cdk_runtime():
 
 
 def _stack():
-    app = App(context=cdk_json_context())
+    app = new_app(context=cdk_json_context())
     return Stack(app, "Consumer")
 
 
@@ -100,7 +100,7 @@ def test_existing_execution_role_and_a_boundary_in_config_conflict():
 
 def test_the_configs_boundary_tags_and_storage_reach_everything_it_builds(tmp_path):
     """Cross-cutting settings come from the config, as in the app's stacks; storage is built here too."""
-    app = App(context=cdk_json_context(), outdir=str(tmp_path))
+    app = new_app(context=cdk_json_context(), outdir=str(tmp_path))
     stack = Stack(app, "Consumer")
     role = iam.Role.from_role_arn(stack, "Existing", "arn:aws:iam::111122223333:role/NodeRole")
     data = mutate({"permissions_boundary_arn": "arn:aws:iam::111122223333:policy/Boundary", "tags": {"team": "ml"},
@@ -209,7 +209,7 @@ def test_a_config_without_network_serves_only_hyperpod_on_eks_given_a_vpc(tmp_pa
     config = parse_config(data, "team.yaml")
     assert config.network is None
     with pytest.raises(ConfigError, match=r"network: required by the app's network stack"):
-        build_app(App(context=cdk_json_context()), config)
+        build_app(new_app(context=cdk_json_context()), config)
     with pytest.raises(ConfigError, match=r"network: required by a VPC created or adopted by ID"):
         infra.HyperPodOnEks(_stack(), "HP", config=config)
     path = tmp_path / "team.yaml"

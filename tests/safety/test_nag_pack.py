@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App, CfnResource, Fn, Stack, Stage, Validations
+from aws_cdk import CfnResource, Fn, Stack, Stage, Validations
 
 from infra.common import acknowledge
 from infra.nag_pack import PACK_NAME, RULES, HyperPodChecks
+from tests.conftest import new_app
 
 Builder = Callable[[Stack], None]
 
@@ -186,7 +187,7 @@ def _stack_name(rule: str, outcome: str, case: str) -> str:
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     outdir = tmp_path_factory.mktemp("nag-fixtures")
     # Report findings instead of raising, so that one synth covers every fixture.
-    app = App(outdir=str(outdir), context={"@aws-cdk/core:failSynthOnValidationErrors": False})
+    app = new_app(outdir=str(outdir), context={"@aws-cdk/core:failSynthOnValidationErrors": False})
     for rule, (failing, passing) in CASES.items():
         for case, (build, _finding) in failing.items():
             build(Stack(app, _stack_name(rule, "fail", case)))

@@ -130,13 +130,13 @@ def test_the_operator_follows_task_governance_when_both_are_on(all_features_synt
 
 
 def test_in_one_stack_the_pod_identity_add_ons_follow_the_agent():
-    from aws_cdk import App, Stack
+    from aws_cdk import Stack
 
     import infra
     from infra.config import parse_config
-    from tests.conftest import cdk_json_context, mutate
+    from tests.conftest import cdk_json_context, mutate, new_app
 
-    stack = Stack(App(context=cdk_json_context()), "Together")
+    stack = Stack(new_app(context=cdk_json_context()), "Together")
     data = mutate({"addons": {"training_operator": {"enabled": True},
                               "s3_csi": {"enabled": True, "bucket_arns": BUCKETS}}})
     built = infra.HyperPodOnEks(stack, "HP", config=parse_config(data, "together"))

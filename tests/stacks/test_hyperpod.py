@@ -7,13 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
-from aws_cdk import App, Environment, Stack
+from aws_cdk import Environment, Stack
 from aws_cdk.assertions import Match, Template
 
 from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, lookup
 from infra.hyperpod.execution_role import HyperPodExecutionRole
 from infra.intrinsics import render
-from tests.conftest import ROOT, cdk_json_context
+from tests.conftest import ROOT, cdk_json_context, new_app
 
 
 def _cluster(synth):
@@ -341,7 +341,7 @@ def test_org_permissions_boundary_and_tags_reach_every_stack(default_synth, vari
 
 def test_execution_role_arns_follow_the_stacks_partition():
     """No hard-coded partition: in a China region every ARN the role's policy names is arn:aws-cn:."""
-    app = App(context=cdk_json_context())
+    app = new_app(context=cdk_json_context())
     stack = Stack(app, "China", env=Environment(region="cn-north-1"))
     HyperPodExecutionRole(
         stack, "ExecutionRole", eks_cluster_arn="arn:aws-cn:eks:cn-north-1:111122223333:cluster/e",

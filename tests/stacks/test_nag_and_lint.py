@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests import template_lint
-from tests.conftest import ROOT, cdk_json_context
+from tests.conftest import ROOT, cdk_json_context, new_app
 from tests.template_lint import CFN_LINT_IGNORED, cfn_lint_problems
 
 VARIANTS = ["default_synth", "variant_synth", "byo_synth", "group_features_synth", "governance_synth",
@@ -171,9 +171,9 @@ def test_no_kept_findings_when_the_configuration_names_rule_files_of_its_own(tmp
 def test_aws_builtin_validation_fails_a_synth_of_this_suite_on_a_schema_error(tmp_path):
     """The fixtures' synths run AWS's built-in template validation as `cdk synth` does, and an error fails them
     (cdk.json sets @aws-cdk/core:validateAgainstDefaultRules)."""
-    from aws_cdk import App, CfnResource, Stack
+    from aws_cdk import CfnResource, Stack
 
-    app = App(context=cdk_json_context(), outdir=str(tmp_path))
+    app = new_app(context=cdk_json_context(), outdir=str(tmp_path))
     CfnResource(Stack(app, "Planted"), "Data", type="AWS::S3::Bucket", properties={"NoSuchProperty": True})
     with pytest.raises(Exception, match=r"(?s)NoSuchProperty.*CloudFormation Validate"):
         app.synth()

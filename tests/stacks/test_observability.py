@@ -260,15 +260,15 @@ def test_grafana_content_may_manage_this_workspace_only(default_synth, variant_s
 
 
 def test_grafana_content_switches_off_with_its_flag_or_with_grafana(observability_minimal_synth):
-    from aws_cdk import App, RemovalPolicy, Stack
+    from aws_cdk import RemovalPolicy, Stack
     from aws_cdk import aws_logs as logs
 
     from infra.config import GrafanaConfig, PrometheusConfig
     from infra.observability import HyperPodObservability
-    from tests.conftest import cdk_json_context
+    from tests.conftest import cdk_json_context, new_app
 
     assert observability_minimal_synth.resources("observability", "Custom::HyperPodGrafanaContent") == {}
-    stack = Stack(App(context=cdk_json_context()), "Consumer")
+    stack = Stack(new_app(context=cdk_json_context()), "Consumer")
     built = HyperPodObservability(
         stack, "Observability", prometheus=PrometheusConfig(), grafana=GrafanaConfig(provision_dashboards=False),
         name="team",

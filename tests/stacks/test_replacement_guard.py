@@ -7,6 +7,7 @@ import importlib.util
 import json
 import stat
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -28,6 +29,7 @@ from infra.hyperpod.lock import (
     snapshot,
     write_atomically,
 )
+from stacks import validation
 from tests.conftest import ROOT, VARIANT_CHANGES, default_config_data, mutate
 
 CLUSTER = "hyperpod-dev-hyperpod/HyperPodCluster11759092"
@@ -326,17 +328,18 @@ def test_lock_rebuilt_from_the_deployed_stacks(tmp_path, monkeypatch, default_sy
     assert read_lock(path) == snapshot(deployed, "hyperpod-dev") == snapshot(default_synth.templates, "hyperpod-dev")
 
 
-def _run_app(monkeypatch, capsys, config_path: Path, lock_dir: Path, outdir: Path) -> tuple[int, str]:
-    """app.py's main() in this process with the context `cdk synth` would pass: (exit code, stderr).
+def _run_app(monkeypatch, capsys, config_path: Path, lock_dir: Path, outdir: Path) -> tuple[int, str, Any]:
+    """app.py's main() in this process with the context `cdk synth` would pass: (exit code, stderr, its App).
 
     Its synth runs on the session's jsii kernel instead of a new Python and Node.js; an exception other than
     the exit fails the test. tests/config/test_config.py runs app.py as its own process."""
     entry = _load("app_entry", ROOT / "app.py")
     context = {"config": str(config_path), "lock_dir": str(lock_dir)}
-    monkeypatch.setattr(entry, "App", lambda: App(context=context, outdir=str(outdir)))
+    apps: list[Any] = []
+    monkeypatch.setattr(entry, "App", lambda: apps.append(App(context=context, outdir=str(outdir))) or apps[-1])
     with pytest.raises(SystemExit) as exited:
         entry.main()
-    return exited.value.code, capsys.readouterr().err
+    return exited.value.code, capsys.readouterr().err, apps[0]
 
 
 def test_app_refuses_a_replacement_from_a_renamed_config_file_without_a_traceback(tmp_path, lock_dir, monkeypatch,
@@ -347,19 +350,21 @@ def test_app_refuses_a_replacement_from_a_renamed_config_file_without_a_tracebac
     moved = tmp_path / "elsewhere" / "renamed.yaml"
     moved.parent.mkdir()
     moved.write_text(yaml.safe_dump(data))
-    code, stderr = _run_app(monkeypatch, capsys, moved, lock_dir, tmp_path / "out")
+    code, stderr, app = _run_app(monkeypatch, capsys, moved, lock_dir, tmp_path / "out")
     assert code == 2, stderr
     assert "Traceback" not in stderr
     assert "hyperpod.instance_groups[gpu-workers] ThreadsPerCore changes from 1 to 2" in stderr
     assert (tmp_path / "out" / "manifest.json").exists(), "the app did not synthesize"
     assert not (tmp_path / "out" / CANDIDATE_NAME).exists()
+    # app.py's synth ran AWS's template validation through stacks/validation.py's plugin.
+    assert app in validation._registered
 
 
 def test_app_refuses_an_old_lock_beside_the_config(tmp_path, monkeypatch, capsys):
     config = tmp_path / "cluster.yaml"
     config.write_text(yaml.safe_dump(default_config_data()))
     (tmp_path / "cluster.lock.json").write_text("{}")
-    code, stderr = _run_app(monkeypatch, capsys, config, tmp_path / "locks", tmp_path / "out")
+    code, stderr, _ = _run_app(monkeypatch, capsys, config, tmp_path / "locks", tmp_path / "out")
     assert code == 2, stderr
     assert "old-format lock" in stderr and "--from-stacks" in stderr
 

@@ -7,14 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_cdk import App, RemovalPolicy, Stack
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Template
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from infra.config import FsxLustreConfig
 from infra.storage import STORAGE_CHART_DIR, SharedFileSystem, persistent_volume_name
-from tests.conftest import cdk_json_context
+from tests.conftest import cdk_json_context, new_app
 from tests.stacks.test_snapshots import normalise
 from tests.template_lint import cfn_lint_problems
 
@@ -118,7 +118,7 @@ def test_data_repository_association_links_the_configured_prefix(fsx_synth):
 def _file_system_alone(name: str, config: FsxLustreConfig,
                        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN) -> tuple[SharedFileSystem, dict[str, Any]]:
     """The construct in a stack of its own (no full app synth): the construct and its resources."""
-    app = App(context=cdk_json_context())
+    app = new_app(context=cdk_json_context())
     stack = Stack(app, name)
     construct = SharedFileSystem(
         stack, "SharedFileSystem", capacity_gib=config.capacity_gib, throughput_per_tib=config.throughput_per_tib,
