@@ -14,7 +14,8 @@ default rule or a template gains a GameLift resource, so this is decided again t
 
 A plugin registered on the app replaces aws-cdk-lib's own (aws-cdk-lib 2.275.0
 core/lib/private/synthesis-validation.js: ``hasUserRegisteredCloudFormationValidatePlugin``, an ``instanceof``
-test); in ``validation-report.json`` its report comes first instead of last. aws-cdk-lib skips its own when
+test); app.py registers it after the nag packs, so ``validation-report.json`` lists the reports in the same
+order as before (a report with no findings is left out). aws-cdk-lib skips its own when
 ``CDK_VALIDATION`` is "false", which the CLI sets for ``cdk synth --no-validation`` (aws-cdk CLI 2.1148.1
 lib/index.js); :func:`register` does too.
 
