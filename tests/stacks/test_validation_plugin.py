@@ -23,9 +23,12 @@ def _default_rules() -> dict[str, str]:
     import aws_cdk
 
     (tarball,) = (Path(aws_cdk.__file__).parent / "_jsii").glob("aws-cdk-lib@*.jsii.tgz")
-    with tarfile.open(tarball) as archive:
-        return {member.name.removeprefix(RULES_DIR): archive.extractfile(member).read().decode()  # type: ignore[union-attr]
-                for member in archive.getmembers() if member.name.startswith(RULES_DIR) and member.isfile()}
+    rules: dict[str, str] = {}
+    with tarfile.open(tarball, "r|gz") as archive:  # read as a stream, once: half the time of random access
+        for member in archive:
+            if member.name.startswith(RULES_DIR) and member.isfile():
+                rules[member.name.removeprefix(RULES_DIR)] = archive.extractfile(member).read().decode()  # type: ignore[union-attr]
+    return rules
 
 
 def test_the_default_rules_left_out_are_aws_cdk_libs_gamelift_rule_alone():
