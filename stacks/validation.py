@@ -17,7 +17,8 @@ core/lib/private/synthesis-validation.js: ``hasUserRegisteredCloudFormationValid
 test); app.py registers it after the nag packs, so ``validation-report.json`` lists the reports in the same
 order as before (a report with no findings is left out). aws-cdk-lib skips its own when
 ``CDK_VALIDATION`` is "false", which the CLI sets for ``cdk synth --no-validation`` (aws-cdk CLI 2.1148.1
-lib/index.js); :func:`register` does too.
+lib/index.js); :func:`register` does too. It cannot see an App's ``builtin_cloud_formation_validation=False``
+and registers the plugin even then (a test relies on that to show the registered plugin does the checking).
 
 One plugin serves every app of a process (tests synthesize many): nothing in it is per app. It is built and
 used on the calling thread only: jsii's Python client sends one request at a time over one pipe and is not
