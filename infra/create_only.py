@@ -48,7 +48,12 @@ RESOURCE_TYPES = (
 # group that stays flexible may have its list edited (refused_group_fields); `hpctl drift` names the removed types
 # that still run nodes, which the synth cannot see. InstanceGroupName
 # is how a group is matched, so it never differs for a matched group: a new name is a new group and the old one
-# is removed. OverrideVpcConfig: the page says nothing; refused as well (unverified either way).
+# is removed. OverrideVpcConfig (a group's subnets and security groups): that page says nothing, but HyperPod's
+# prerequisites page, "Setting up SageMaker HyperPod clusters across multiple AZs"
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html#sagemaker-hyperpod-prerequisites-multiple-availability-zones,
+# read in a stored copy on 2026-12-04), says the field "Cannot be modified after the instance group is created";
+# another AZ is "a new instance group". Whether adding it to or removing it from an existing group counts as a
+# modification is not spelled out; both are refused here, as a change of the field.
 HYPERPOD_GROUP_CREATE_ONLY = ("InstanceGroupName", "InstanceType", "InstanceRequirements", "ExecutionRole",
                               "ThreadsPerCore", "OverrideVpcConfig")
 
