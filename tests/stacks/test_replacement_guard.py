@@ -336,7 +336,12 @@ def _run_app(monkeypatch, capsys, config_path: Path, lock_dir: Path, outdir: Pat
     entry = _load("app_entry", ROOT / "app.py")
     context = {"config": str(config_path), "lock_dir": str(lock_dir)}
     apps: list[Any] = []
-    monkeypatch.setattr(entry, "App", lambda: apps.append(App(context=context, outdir=str(outdir))) or apps[-1])
+
+    def new_app() -> Any:
+        apps.append(App(context=context, outdir=str(outdir)))
+        return apps[-1]
+
+    monkeypatch.setattr(entry, "App", new_app)
     with pytest.raises(SystemExit) as exited:
         entry.main()
     return exited.value.code, capsys.readouterr().err, apps[0]
