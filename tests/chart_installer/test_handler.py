@@ -637,22 +637,21 @@ def test_a_download_that_outlasts_the_deadline_is_stopped() -> None:
 def test_run_stops_a_command_at_its_deadline() -> None:
     started = time.monotonic()
 
-    with pytest.raises(errors.DeadlineExceededError, match="stopped after 1 s"):  # 0.6 s, rounded
-        real_run([sys.executable, "-c", "import time; time.sleep(60)"], {}, 0.6)
+    with pytest.raises(errors.DeadlineExceededError, match="sh -c was stopped after 0 s"):  # 0.3 s, rounded
+        real_run(["/bin/sh", "-c", "exec sleep 60"], {}, 0.3)
     assert time.monotonic() - started < 10
 
 
 def test_run_kills_a_command_that_ignores_sigterm(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(process, "TERMINATE_GRACE_SECONDS", 0.4)
-    ignores_sigterm = (
-        "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-        "print('ready', flush=True); time.sleep(60)"
-    )
+    monkeypatch.setattr(process, "TERMINATE_GRACE_SECONDS", 0.3)
+    # A signal ignored before exec stays ignored in the new program (POSIX exec): sleep itself ignores SIGTERM.
+    ignores_sigterm = ["/bin/sh", "-c", "trap '' TERM; exec sleep 60"]
     started = time.monotonic()
 
     with pytest.raises(errors.DeadlineExceededError):
-        real_run([sys.executable, "-c", ignores_sigterm], {}, 1)
-    assert time.monotonic() - started < 10
+        real_run(ignores_sigterm, {}, 0.5)
+    # SIGTERM was ignored for the whole grace period, then SIGKILL ended it (not sleep's 60 s).
+    assert 0.8 <= time.monotonic() - started < 10
 
 
 def test_an_install_stopped_at_its_deadline_is_removed_again(
