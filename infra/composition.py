@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import CfnOutput, CfnResource, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -379,6 +379,7 @@ def _add_storage(
 
 
 def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct]) -> None:
+    tags = {"project": config.project, **config.tags}
     for scope in scopes:
         reached = _with_stack_singletons(scope)
         if config.permissions_boundary_arn:
@@ -387,16 +388,49 @@ def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct]) -> None
             for construct in reached:
                 iam.PermissionsBoundary.of(construct).apply(boundary)
         for construct in reached:
-            for key, value in {"project": config.project, **config.tags}.items():
+            for key, value in tags.items():
                 Tags.of(construct).add(key, value)
+            _tag_plain_resources(construct, tags)
 
 
-# aws-cdk-lib puts the functions of BucketDeployment and AwsCustomResource at stack level, outside the
-# construct that asked for them; a construct that is not a stack reaches them here.
+# Resource types built as a plain CfnResource, which has no tag manager, so Tags.of passes them by: how each
+# type's template takes its tags. Each is "taggable" with "tagUpdatable" and has no Tags among its
+# createOnlyProperties in the CloudFormation resource schemas of cfn-lint 1.58.0, so tagging a deployed one
+# updates it in place.
+#   AWS::IAM::Role, AWS::Lambda::Function (Tags: an array of Key/Value): the role and function of aws-cdk-lib's
+#     CustomResourceProvider (aws-cdk-lib 2.275.0 core/lib/custom-resource-provider/custom-resource-provider-base.js),
+#     e.g. the S3 auto-delete provider of a bucket with autoDeleteObjects;
+#   AWS::SSM::Parameter (Tags: an object): aws-eks-v2's KubectlReadyBarrier (aws-eks-v2/lib/cluster.js);
+#   AWS::SageMaker::ComputeQuota (an array): infra/task_governance.py's team quotas (no L1 class in 2.275.0).
+_PLAIN_TAG_SHAPES: dict[str, str] = {
+    "AWS::IAM::Role": "list",
+    "AWS::Lambda::Function": "list",
+    "AWS::SSM::Parameter": "map",
+    "AWS::SageMaker::ComputeQuota": "list",
+}
+
+
+def _tag_plain_resources(construct: IConstruct, tags: Mapping[str, str]) -> None:
+    """Give ``tags`` to the plain CfnResources under ``construct`` whose type takes tags (Tags.of cannot).
+
+    One walk of the tree per scope; a resource's type is asked of jsii only for plain CfnResources."""
+    for node in construct.node.find_all():
+        if type(node) is CfnResource and (shape := _PLAIN_TAG_SHAPES.get(node.cfn_resource_type)):
+            ordered = sorted(tags.items())  # in key order, as aws-cdk-lib's TagManager renders them
+            node.add_property_override("Tags", dict(ordered) if shape == "map"
+                                       else [{"Key": k, "Value": v} for k, v in ordered])
+
+
+# aws-cdk-lib puts the functions of BucketDeployment and AwsCustomResource, and every CustomResourceProvider
+# (the S3 auto-delete one of a bucket with autoDeleteObjects, ...), at stack level, outside the construct that
+# asked for them; a construct that is not a stack reaches them here.
 _STACK_SINGLETON_PREFIXES = ("Custom::CDKBucketDeployment", "AWS679f53fac002430cb0da5b7982bd2287")
+_PROVIDER_SUFFIX = "CustomResourceProvider"  # aws-cdk-lib: the provider's id is `${type}CustomResourceProvider`
 
 
 def _with_stack_singletons(scope: Construct) -> list[IConstruct]:
     if isinstance(scope, Stack):
         return [scope]
-    return [scope, *(c for c in Stack.of(scope).node.children if c.node.id.startswith(_STACK_SINGLETON_PREFIXES))]
+    return [scope, *(c for c in Stack.of(scope).node.children
+                     if c.node.id.startswith(_STACK_SINGLETON_PREFIXES)
+                     or (c.node.id.startswith("Custom::") and c.node.id.endswith(_PROVIDER_SUFFIX)))]

@@ -120,7 +120,7 @@ XDIST_GROUPS: dict[str, str] = {
     "observability_minimal_synth": "observability-minimal",
     "observability_rest_off_synth": "observability-rest-off",
     "admin_retention_synth": "admin-retention",
-    "destroy_data_synth": "destroy-data",
+    "destroy_data_synth": "full",  # also in the design table's cover test: the auto-delete provider
     "autoscaling_synth": "autoscaling",
     "consumer": "consumer",
     "report": "nag-pack-fixtures",  # tests/safety/test_nag_pack.py: one app of every rule's fixtures
@@ -387,6 +387,14 @@ def group_removed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized
     return synthesize_variant(tmp_path_factory, "group-removed", data)
 
 
+@pytest.fixture(scope="session")
+def destroy_data_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """A throw-away deployment: data deleted with the stacks (the buckets get aws-cdk-lib's auto-delete
+    provider), and no termination protection to lift first."""
+    return synthesize_variant(tmp_path_factory, "destroy-data",
+                              mutate({"destroy_data_on_delete": True, "termination_protection": False}))
+
+
 # Rolling software updates, custom images and automatic patching on: one group with a schedule, a count batch,
 # rollback alarms and a custom AMI; another with a percent batch but no schedule, and automatic patching.
 def rolling_update_config_data() -> dict[str, Any]:
@@ -494,6 +502,39 @@ def governance_config_data() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def governance_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     return synthesize_variant(tmp_path_factory, "task-governance", governance_config_data())
+
+
+@functools.cache
+def _tag_property(cfn_type: str) -> str | None:
+    """The property a resource type takes its tags in, by its CloudFormation resource schema (cfn-lint's bundled
+    copy: "tagging" with "taggable" and "tagProperty"); None for a type that takes none or that cfn-lint lacks."""
+    from cfnlint.schema._exceptions import ResourceNotFoundError
+    from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
+
+    try:
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-west-2", cfn_type).schema
+    except ResourceNotFoundError:
+        return None
+    tagging = schema.get("tagging") or {}
+    if not tagging.get("taggable"):
+        return None
+    return str(tagging.get("tagProperty", "/properties/Tags")).removeprefix("/properties/")
+
+
+def untagged(templates: dict[str, dict[str, Any]], key: str, value: str) -> list[str]:
+    """``stack/logical ID (type)`` of each resource whose type takes tags but that lacks the tag ``key=value``."""
+    missing = []
+    for stack, template in templates.items():
+        for logical_id, resource in template["Resources"].items():
+            prop = _tag_property(resource["Type"])
+            if prop is None:
+                continue
+            tags = resource.get("Properties", {}).get(prop)
+            found = (tags.get(key) == value if isinstance(tags, dict)
+                     else isinstance(tags, list) and {"Key": key, "Value": value} in tags)
+            if not found:
+                missing.append(f"{stack}/{logical_id} ({resource['Type']})")
+    return missing
 
 
 CONSUMER_APP = ROOT / "examples" / "consumer_app" / "app.py"

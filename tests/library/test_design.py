@@ -18,7 +18,7 @@ from tests.conftest import ROOT, Synthesized
 DESIGN = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
 VARIANTS = ["default_synth", "variant_synth", "fsx_synth", "byo_synth", "group_features_synth",
             "governance_synth", "addons_synth", "autoscaling_synth",
-            "all_features_synth"]
+            "all_features_synth", "destroy_data_synth"]
 
 
 def _table(heading_text: str) -> dict[str, set[str]]:
@@ -113,12 +113,13 @@ def test_each_module_builds_only_what_its_row_lists(request, variant):
             if t - SINGLETONS.get(k, set())} == {}
 
 
-def test_each_row_lists_exactly_the_types_its_module_builds(all_features_synth, fsx_synth):
+def test_each_row_lists_exactly_the_types_its_module_builds(all_features_synth, fsx_synth, destroy_data_synth):
     """Every optional feature is on in all-features.yaml; the FSx variant adds the S3 data repository link
-    (all-features keeps the file system's backups, which FSx does not allow on a linked one)."""
+    (all-features keeps the file system's backups, which FSx does not allow on a linked one), and the
+    destroy-data variant the buckets' auto-delete provider (all-features keeps its data)."""
     by_module: dict[str, set[str]] = defaultdict(set)
     by_singleton: dict[str, set[str]] = defaultdict(set)
-    for synth in (all_features_synth, fsx_synth):
+    for synth in (all_features_synth, fsx_synth, destroy_data_synth):
         modules, singletons = _built(synth)
         for name, types in modules.items():
             by_module[name] |= types

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import Synthesized, mutate, synthesize_variant
+from tests.conftest import Synthesized, untagged
 
 DATA_BEARING = ("AWS::S3::Bucket", "AWS::Logs::LogGroup", "AWS::KMS::Key")
-
-
-@pytest.fixture(scope="session")
-def destroy_data_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    # A throw-away deployment: data deleted with the stacks, and no termination protection to lift first.
-    return synthesize_variant(tmp_path_factory, "destroy-data",
-                              mutate({"destroy_data_on_delete": True, "termination_protection": False}))
 
 
 def _policies(synth: Synthesized) -> dict[str, tuple[str | None, str | None]]:
@@ -89,3 +82,16 @@ def test_stacks_that_hold_state_are_protected_unless_the_config_says_otherwise(d
     assert protected(default_synth) == {f"{project}-network": False, f"{project}-eks": True,
                                         f"{project}-hyperpod": True, f"{project}-observability": True}
     assert not any(protected(destroy_data_synth).values())
+
+
+@pytest.mark.parametrize("variant", ["all_features_synth", "destroy_data_synth"])
+def test_every_resource_that_takes_tags_carries_the_project_tag(request, variant):
+    """Tags.of reaches resources with a tag manager; the plain CfnResources aws-cdk-lib builds (the auto-delete
+    provider's role and function, aws-eks-v2's kubectl barrier) and the task governance quotas are tagged by
+    infra/composition.py. Which types take tags comes from their CloudFormation resource schemas."""
+    synth: Synthesized = request.getfixturevalue(variant)
+    templates = synth.templates
+    if variant == "destroy_data_synth":  # the provider is there to be checked
+        assert any(k.startswith("CustomS3AutoDeleteObjectsCustomResourceProvider")
+                   for t in templates.values() for k in t["Resources"])
+    assert untagged(templates, "project", synth.config.project) == []

@@ -85,6 +85,8 @@ def test_one_quota_per_team_as_configured(governance_synth):
             "PreemptTeamTasks": "LowerPriority",
         },
         "ComputeQuotaTarget": {"TeamName": "research", "FairShareWeight": 60},
+        # A plain CfnResource: the config's tags are given by infra/composition.py, Tags.of cannot reach it.
+        "Tags": [{"Key": "cost-center", "Value": "ml-platform"}, {"Key": "project", "Value": "hyperpod-dev"}],
     }
     product = quotas["product"][1]["Properties"]["ComputeQuotaConfig"]
     assert product["ResourceSharingConfig"] == {"Strategy": "Lend"}  # no limit: AWS's default applies
