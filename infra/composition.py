@@ -255,7 +255,7 @@ def compose(
         _after(storage.csi_driver, hyperpod_cluster)
         _after(storage.volume_release, hyperpod_cluster)
 
-    task_governance = _add_task_governance(scope, config, cluster_name, hyperpod_cluster)
+    task_governance = _add_task_governance(scope, config, eks_cluster.cluster_name, hyperpod_cluster)
     training_operator, s3_csi_driver = _add_addons(config, scope, eks_cluster, hyperpod_cluster)
     # AWS's module installs the training operator after task governance (awslabs/awsome-distributed-training@
     # 0edaf15:.../hyperpod-eks-tf/main.tf, depends_on module.task_governance), and every Pod Identity add-on after

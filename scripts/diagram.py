@@ -161,6 +161,17 @@ def stack_nodes(stack: str, template: dict[str, Any]) -> list[Node]:
     return nodes
 
 
+def _imports(value: Any) -> set[str]:
+    """The export names ``value`` imports with ``Fn::ImportValue`` (CDK writes them as ``<stack>:<export>``)."""
+    if isinstance(value, dict):
+        if set(value) == {"Fn::ImportValue"} and isinstance(value["Fn::ImportValue"], str):
+            return {value["Fn::ImportValue"]}
+        return set().union(*(_imports(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_imports(v) for v in value)) if value else set()
+    return set()
+
+
 def _depends_on(resource: dict[str, Any]) -> list[str]:
     value = resource.get("DependsOn", [])
     return [value] if isinstance(value, str) else list(value)
@@ -212,6 +223,24 @@ def render(templates: dict[str, dict[str, Any]], stack_dependencies: dict[str, l
     for stack in order:
         depends = ", ".join(f"`{d}`" for d in sorted(stack_dependencies.get(stack, [])) if d in templates) or "-"
         lines.append(f"| `{stack}` | {len(templates[stack].get('Resources', {}))} | {depends} |")
+    lines.append("")
+
+    lines += [
+        "## How the stacks reference each other", "",
+        "By construct reference: a stack receives the constructs of the stacks before it (`infra.composition.compose`",
+        "passes them) and CDK turns what it reads into `Fn::ImportValue` of an export of the earlier stack, so",
+        "CloudFormation knows the order and refuses to delete an export that a stack still imports. One exception:",
+        "the observability stack names the EKS cluster by the name the config gives it, because its add-ons'",
+        "create-only `ClusterName` was first deployed with the literal name. The reasons, and why the optional",
+        "stacks import nothing the HyperPod stack does not, are in",
+        "[design.md](design.md#how-the-stacks-reference-each-other).",
+        "", "| stack | exports of earlier stacks it imports |", "| --- | --- |",
+    ]
+    for stack in order:
+        imported = _imports(templates[stack].get("Resources", {}))
+        by_stack = Counter(name.split(":", 1)[0] for name in imported)
+        cell = ", ".join(f"{n} of `{s}`" for s, n in sorted(by_stack.items())) or "-"
+        lines.append(f"| `{stack}` | {cell} |")
     lines.append("")
 
     counts = {stack: Counter(r["Type"] for r in templates[stack].get("Resources", {}).values()) for stack in order}

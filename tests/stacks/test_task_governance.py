@@ -45,12 +45,32 @@ def test_off_by_default_builds_nothing(default_synth, variant_synth):
             assert "amazon-sagemaker-hyperpod-taskgovernance" not in json.dumps(template)
 
 
-def test_addon_after_the_hyperpod_cluster_and_policy_after_the_addon(governance_synth):
+def _imports(template: dict) -> set[str]:
+    found: set[str] = set()
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            if set(value) == {"Fn::ImportValue"}:
+                found.add(json.dumps(value["Fn::ImportValue"], sort_keys=True))
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(template["Resources"])
+    return found
+
+
+def test_addon_after_the_hyperpod_cluster_and_policy_after_the_addon(governance_synth, variant_synth):
     resources = governance_synth.template("hyperpod")["Resources"]
     (addon_id, addon), = [(k, v) for k, v in resources.items() if v["Type"] == "AWS::EKS::Addon"]
     assert addon["Properties"]["AddonName"] == "amazon-sagemaker-hyperpod-taskgovernance"
     assert addon["Properties"]["AddonVersion"] == "v1.6.0-eksbuild.1"
-    assert addon["Properties"]["ClusterName"] == "hyperpod-dev-eks"  # the config's name: no cross-stack import
+    # The EKS cluster by construct reference, as every add-on of the HyperPod stack: an import the stack already
+    # makes without the feature, so no export of the EKS stack appears or goes with it (docs/design.md).
+    (imported,) = _imports({"Resources": {"Addon": addon["Properties"]["ClusterName"]}})
+    assert imported in _imports(variant_synth.template("hyperpod"))
     assert addon["Properties"]["ResolveConflicts"] == "OVERWRITE"
     assert _cluster_id(governance_synth) in addon["DependsOn"]
     (policy_id, policy), = governance_synth.resources("hyperpod", "AWS::SageMaker::ClusterSchedulerConfig").items()
