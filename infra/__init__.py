@@ -33,6 +33,8 @@ _EXPORTS: dict[str, str] = {
     "ConfigError": "infra.errors",
     # constructs
     "HyperPodOnEks": "infra.hyperpod_on_eks",
+    "HyperPodParts": "infra.composition",  # the type of HyperPodOnEks.parts
+    "SharedStorage": "infra.composition",  # the type of HyperPodOnEks.storage
     "HyperPodNetwork": "infra.network",
     "EksControlPlane": "infra.eks",
     "LifecycleScripts": "infra.hyperpod.lifecycle",
@@ -53,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "HyperPodAlerts": "infra.observability",
     "ClusterDashboard": "infra.observability",
     "SharedFileSystem": "infra.storage",
+    "FsxCsiDriver": "infra.storage",
     "HyperPodTaskGovernance": "infra.task_governance",
     "TrainingOperator": "infra.addons",
     "S3CsiDriver": "infra.addons",

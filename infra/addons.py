@@ -13,6 +13,7 @@ from constructs import Construct
 
 from infra.common import acknowledge, service_account_role
 from infra.config.addons import CERT_MANAGER_ADDON, S3_CSI_ADDON, TRAINING_OPERATOR_ADDON
+from infra.errors import ConfigError
 
 # The operator's service account and the managed policy of its role: AWS's Terraform module,
 # awslabs/awsome-distributed-training@0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/
@@ -119,7 +120,7 @@ class S3CsiDriver(Construct):
                  bucket_arns: Sequence[str]) -> None:
         super().__init__(scope, construct_id)
         if not bucket_arns:
-            raise ValueError("S3CsiDriver needs at least one bucket ARN")
+            raise ConfigError("bucket_arns", list(bucket_arns), "S3CsiDriver needs at least one bucket ARN")
         cluster_name = eks_cluster.cluster_name
         self.role = service_account_role(
             self, "DriverRole", cluster_name=cluster_name, namespace=S3_CSI_NAMESPACE,

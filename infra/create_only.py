@@ -141,14 +141,23 @@ def lookup(properties: Any, path: tuple[str, ...]) -> Any:
     return value
 
 
-def from_cfn_lint() -> dict[str, list[str]]:
-    """createOnlyProperties of RESOURCE_TYPES as the installed cfn-lint's schemas give them (a dev dependency)."""
+def schema_create_only(resource_type: str) -> list[str]:
+    """createOnlyProperties of any ``resource_type`` as the installed cfn-lint's schemas give them (a dev
+    dependency: tests and the regeneration below; the app reads the table written from them)."""
     from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
 
-    return {
-        t: list(PROVIDER_SCHEMA_MANAGER.get_resource_schema(SCHEMA_REGION, t).schema.get("createOnlyProperties", []))
-        for t in RESOURCE_TYPES
-    }
+    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(SCHEMA_REGION, resource_type).schema
+    return list(schema.get("createOnlyProperties", []))
+
+
+def schema_create_only_paths(resource_type: str) -> tuple[tuple[str, ...], ...]:
+    """The same as ``create_only_paths``, for any type cfn-lint has a schema of."""
+    return tuple(tuple(p.split("/")[2:]) for p in schema_create_only(resource_type))
+
+
+def from_cfn_lint() -> dict[str, list[str]]:
+    """createOnlyProperties of RESOURCE_TYPES as the installed cfn-lint's schemas give them."""
+    return {t: schema_create_only(t) for t in RESOURCE_TYPES}
 
 
 if __name__ == "__main__":

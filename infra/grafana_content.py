@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlparse
 
-from aws_cdk import Aws, CustomResource, Duration, Fn, RemovalPolicy
+from aws_cdk import Aws, CustomResource, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -15,6 +15,7 @@ from constructs import Construct
 
 from infra.common import acknowledge, nag_name
 from infra.config import S3_PREFIX_PATTERN
+from infra.errors import ConfigError
 from infra.provider import logged_provider
 
 # The provisioner's runtime code (see its module docstring for what it does on create, update and delete).
@@ -83,7 +84,7 @@ class GrafanaContent(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         if s3_source is not None and not re.match(S3_PREFIX_PATTERN, s3_source):
-            raise ValueError(f"s3_source={s3_source!r} must look like s3://<bucket>/<prefix>/")
+            raise ConfigError("s3_source", s3_source, "must look like s3://<bucket>/<prefix>/")
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                              description="Provisions HyperPod's Grafana content into one workspace")
@@ -103,7 +104,8 @@ class GrafanaContent(Construct):
         )])
         if s3_source is not None:
             url = urlparse(s3_source)
-            objects = f"arn:{Aws.PARTITION}:s3:::{url.netloc}{url.path}*"
+            objects = Stack.of(self).format_arn(service="s3", region="", account="", resource=url.netloc,
+                                                resource_name=f"{url.path.lstrip('/')}*")
             self.policy.add_statements(iam.PolicyStatement(
                 sid="ReadContentCopy", actions=["s3:GetObject"], resources=[objects]))
             acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, objects)}]",

@@ -6,7 +6,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from aws_cdk import Aws, Fn, RemovalPolicy, Tags
+from aws_cdk import Aws, Fn, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -229,7 +229,8 @@ class HyperPodNetwork(Construct):
         flow_log_role = iam.Role(self, "FlowLogRole", assumed_by=iam.ServicePrincipal(
             "vpc-flow-logs.amazonaws.com").with_conditions({
                 "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
-                "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:vpc-flow-log/*"},
+                "ArnLike": {"aws:SourceArn": Stack.of(self).format_arn(service="ec2", resource="vpc-flow-log",
+                                                                       resource_name="*")},
             }))
         self.flow_log = ec2.FlowLog(
             self,
@@ -289,7 +290,8 @@ class HyperPodNetwork(Construct):
                     sid="AwsOwnedPackageBuckets",
                     principals=[iam.AnyPrincipal()],
                     actions=["s3:GetObject"],
-                    resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}/*" for bucket in aws_buckets],
+                    resources=[Stack.of(self).format_arn(service="s3", region="", account="", resource=bucket,
+                                                         resource_name="*") for bucket in aws_buckets],
                 ),
             ]
         )

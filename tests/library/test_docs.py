@@ -3,6 +3,7 @@ with the type and default of its real signature."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import inspect
 import json
@@ -39,6 +40,7 @@ PAGES: dict[str, str] = {
     "HyperPodAlerts": "observability.md",
     "ClusterDashboard": "observability.md",
     "SharedFileSystem": "shared-file-system.md",
+    "FsxCsiDriver": "shared-file-system.md",
     "HyperPodTaskGovernance": "task-governance.md",
     "TrainingOperator": "cluster-addons.md",
     "S3CsiDriver": "cluster-addons.md",
@@ -47,11 +49,23 @@ PAGES: dict[str, str] = {
 NOT_CONSTRUCTS = {"infra.config", "infra.errors"}
 
 
+# What HyperPodOnEks returns (the types of its `parts` and `storage`): records of constructs, documented there.
+RESULT_RECORDS = {"HyperPodParts", "SharedStorage"}
+
+
 def _public_classes() -> list[str]:
+    """The exported constructs, props structs and the nag pack; not the config models nor the result records."""
     return sorted(
         name for name, module in infra._EXPORTS.items()
-        if module not in NOT_CONSTRUCTS and inspect.isclass(getattr(infra, name))
+        if module not in NOT_CONSTRUCTS and inspect.isclass(getattr(infra, name)) and name not in RESULT_RECORDS
     )
+
+
+def test_every_exported_result_record_is_named_where_its_construct_returns_it():
+    page = (DOCS / "hyperpod-on-eks.md").read_text()
+    for name in sorted(RESULT_RECORDS):
+        assert dataclasses.is_dataclass(getattr(infra, name)), name
+        assert f"`infra.{name}`" in page, f"docs/constructs/hyperpod-on-eks.md does not name infra.{name}"
 
 
 def _keyword_only(cls: type) -> list[inspect.Parameter]:

@@ -143,3 +143,19 @@ def test_in_one_stack_the_pod_identity_add_ons_follow_the_agent():
     agent = built.eks_control_plane.addons["eks-pod-identity-agent"]
     for addon in (built.parts.training_operator, built.parts.s3_csi_driver):
         assert agent in addon.node.dependencies
+
+
+def test_the_s3_driver_refuses_no_buckets_naming_the_prop():
+    import pytest
+    from aws_cdk import Stack
+    from aws_cdk import aws_eks_v2 as eks
+
+    from infra.addons import S3CsiDriver
+    from infra.errors import ConfigError
+    from tests.conftest import new_app
+
+    stack = Stack(new_app(), "Driver")
+    cluster = eks.Cluster.from_cluster_attributes(stack, "Eks", cluster_name="e")
+    with pytest.raises(ConfigError, match=r"bucket_arns: S3CsiDriver needs at least one bucket ARN") as refused:
+        S3CsiDriver(stack, "S3CsiDriver", eks_cluster=cluster, bucket_arns=[])
+    assert refused.value.key == "bucket_arns"

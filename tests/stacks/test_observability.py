@@ -255,7 +255,8 @@ def test_grafana_content_may_manage_this_workspace_only(default_synth, variant_s
     assert all(a.startswith("grafana:") and "*" not in a for a in statements["ThisWorkspaceOnly"]["Action"])
     variant = _policy(variant_synth, "ObservabilityGrafanaContentPolicy")
     assert variant["ReadContentCopy"]["Action"] == "s3:GetObject"
-    assert variant["ReadContentCopy"]["Resource"]["Fn::Join"][1][-1] == ":s3:::dashboards-copy-111122223333/hyperpod/*"
+    # Stack.format_arn: the stack's region (us-west-2) fixes the partition.
+    assert variant["ReadContentCopy"]["Resource"] == "arn:aws:s3:::dashboards-copy-111122223333/hyperpod/*"
     assert json.loads(_content(variant_synth)["Content"])["source"] == "s3://dashboards-copy-111122223333/hyperpod/"
 
 
@@ -275,3 +276,19 @@ def test_grafana_content_switches_off_with_its_flag_or_with_grafana(observabilit
         eks_cluster_name="eks", eks_cluster_arn="arn:aws:eks:us-west-2:111122223333:cluster/eks",
         hyperpod_cluster_name="team", log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.RETAIN)
     assert built.grafana is not None and built.grafana_content is None
+
+
+@pytest.mark.parametrize("source", ["https://example.com/dashboards/", "s3://bucket-without-prefix", "s3:///x/"])
+def test_grafana_content_refuses_a_source_that_is_no_s3_prefix_naming_the_prop(source):
+    from aws_cdk import Stack
+
+    from infra.errors import ConfigError
+    from infra.grafana_content import GrafanaContent
+    from tests.conftest import new_app
+
+    stack = Stack(new_app(), "Content")
+    with pytest.raises(ConfigError, match=r"s3_source: must look like s3://<bucket>/<prefix>/") as refused:
+        GrafanaContent(stack, "GrafanaContent", workspace_id="g-0123456789", workspace_endpoint="e",
+                       workspace_arn="arn:aws:grafana:us-west-2:111122223333:/workspaces/g-0123456789",
+                       prometheus_workspace_id="ws-1", s3_source=source)
+    assert refused.value.value == source

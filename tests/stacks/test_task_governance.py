@@ -10,7 +10,7 @@ import pytest
 import regex  # the model's tag patterns use \p{L}, which re lacks (regex comes with cfn-lint)
 
 from infra.config import compute_quota_name
-from infra.create_only import lookup
+from infra.create_only import lookup, schema_create_only_paths
 from tests.conftest import GOVERNANCE_CHANGES
 
 TEAMS = GOVERNANCE_CHANGES["addons"]["task_governance"]["teams"]
@@ -164,8 +164,7 @@ def test_logical_ids_follow_team_names_so_reordering_replaces_nothing(tmp_path_f
     after = {team: logical_id for team, (logical_id, _) in _quotas(reordered).items()}
     assert before == after
     # Count and weight are not create-only: CloudFormation updates the quota in place.
-    schema = _schema("AWS::SageMaker::ComputeQuota")
-    create_only = [tuple(p.split("/")[2:]) for p in schema["createOnlyProperties"]]
+    create_only = schema_create_only_paths("AWS::SageMaker::ComputeQuota")
     for team, (_, quota) in _quotas(reordered).items():
         old = _quotas(governance_synth)[team][1]["Properties"]
         for path in create_only:

@@ -14,9 +14,8 @@ from functools import cache
 from typing import Any
 
 import pytest
-from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
 
-from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, SCHEMA_REGION, lookup
+from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, lookup, schema_create_only_paths
 from tests.safety.upgrade.record import BASELINE_FILE, stateful
 from tests.safety.upgrade.variants import STATEFUL_TYPES
 
@@ -24,10 +23,7 @@ BASELINE: dict[str, Any] = json.loads(BASELINE_FILE.read_text(encoding="utf-8"))
 FIXTURES = {"default": "default_synth", "variant": "variant_synth", "fsx": "fsx_synth", "consumer": "consumer"}
 
 
-@cache
-def create_only(resource_type: str) -> tuple[tuple[str, ...], ...]:
-    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(SCHEMA_REGION, resource_type).schema
-    return tuple(tuple(p.split("/")[2:]) for p in schema.get("createOnlyProperties", []))
+create_only = cache(schema_create_only_paths)
 
 
 def templates_of(request: pytest.FixtureRequest, variant: str) -> dict[str, dict[str, Any]]:
