@@ -156,7 +156,7 @@ def compose(
     if existing.eks_cluster is None:
         e = config.eks
         control_plane = EksControlPlane(
-            placement.eks, "ControlPlane", cluster_name=eks_cluster_name(config), vpc=network.vpc,
+            placement.eks, "ControlPlane", eks_cluster_name=eks_cluster_name(config), vpc=network.vpc,
             subnets=network.control_plane_subnets, security_group=network.security_group,
             kubernetes_version=e.version,
             endpoint_access=eks.EndpointAccess.PRIVATE if e.endpoint == "private"
@@ -181,7 +181,7 @@ def compose(
     options = hp.lifecycle.model_copy(update={"fsx_lustre_client": True}) if config.storage.fsx_lustre.enabled \
         else hp.lifecycle
     lifecycle = LifecycleScripts(
-        scope, "LifecycleScripts", cluster_name=hp.cluster_name, scripts_dir=scripts_dir,
+        scope, "LifecycleScripts", hyperpod_cluster_name=hp.cluster_name, scripts_dir=scripts_dir,
         on_create=hp.on_create_script, options=options, bucket=existing.lifecycle_bucket,
         log_retention=log_retention, removal_policy=removal,
     )
@@ -194,13 +194,13 @@ def compose(
         permissions_boundary_arn=hp.permissions_boundary_arn, role=existing.execution_role,
     )
     chart = HyperPodDependenciesChart(
-        scope, "DependenciesChart", cluster=eks_cluster, chart=hp.dependencies_chart, vpc=network.vpc,
-        subnets=network.control_plane_subnets, cluster_security_group=api_security_group,
+        scope, "DependenciesChart", eks_cluster=eks_cluster, chart=hp.dependencies_chart, vpc=network.vpc,
+        subnets=network.control_plane_subnets, eks_cluster_security_group=api_security_group,
         log_retention=log_retention, removal_policy=removal,
     )
     # Each group with its volume encryption resolved; the key exists only when a group uses it.
     groups = [g.model_copy(update={"volume_encryption": hp.group_volume_encryption(g)}) for g in hp.instance_groups]
-    volume_key = HyperPodVolumeKey(scope, "VolumeKey", cluster_name=hp.cluster_name, execution_role=role.role,
+    volume_key = HyperPodVolumeKey(scope, "VolumeKey", hyperpod_cluster_name=hp.cluster_name, execution_role=role.role,
                                    removal_policy=removal) \
         if any(g.volume_encryption == "customer_managed" for g in groups) else None
     if volume_key is not None and role.policy is not None:  # a role brought along brings its own permissions
@@ -209,7 +209,7 @@ def compose(
     # Karpenter autoscaling: the role exists before the cluster names it; the node pools need the cluster.
     autoscaling_role = HyperPodAutoscalingRole(scope, "AutoscalingRole") if hp.autoscaling.enabled else None
     hyperpod_cluster = HyperPodCluster(
-        scope, "HyperPod", cluster_name=hp.cluster_name, instance_groups=groups,
+        scope, "HyperPod", hyperpod_cluster_name=hp.cluster_name, instance_groups=groups,
         volume_kms_key_id=volume_key.key_id if volume_key else None,
         tiered_checkpointing_memory_percent=tiered.memory_percent if tiered.enabled else None,
         on_create_script=hp.on_create_script, node_recovery=hp.node_recovery,
@@ -333,7 +333,8 @@ def _add_task_governance(
     if not governance.enabled:
         return None
     built = HyperPodTaskGovernance(
-        scope, "TaskGovernance", eks_cluster_name=eks_cluster_name, hyperpod_cluster_arn=hyperpod_cluster.cluster_arn,
+        scope, "TaskGovernance", eks_cluster_name=eks_cluster_name,
+        hyperpod_cluster_arn=hyperpod_cluster.hyperpod_cluster_arn,
         name=config.hyperpod.cluster_name, teams=governance.teams, priority_classes=governance.priority_classes,
         fair_share=governance.fair_share, idle_resource_sharing=governance.idle_resource_sharing,
         addon_version=governance.addon_version,
@@ -359,8 +360,8 @@ def _add_storage(
     )
     csi_driver = FsxCsiDriver(scope, "FsxCsiDriver", eks_cluster=eks_cluster, addon_version=fsx.csi_driver_version)
     installer = HelmInstaller(
-        scope, "ChartInstaller", cluster=eks_cluster, vpc=network.vpc, subnets=network.control_plane_subnets,
-        cluster_security_group=api_security_group, purpose="shared storage chart installer",
+        scope, "ChartInstaller", eks_cluster=eks_cluster, vpc=network.vpc, subnets=network.control_plane_subnets,
+        eks_cluster_security_group=api_security_group, purpose="shared storage chart installer",
         installs="the shared storage Helm chart", log_retention=log_retention,
         removal_policy=removal_policy,
     )

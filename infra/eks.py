@@ -29,13 +29,13 @@ ALL_LOG_TYPES = [
 ]
 
 
-# eks.Cluster props the construct sets itself and an override may not change (``cluster_overrides``): the
+# eks.Cluster props the construct sets itself and an override may not change (``eks_cluster_overrides``): the
 # HyperPod integration depends on them.
 INVARIANT_CLUSTER_PROPS = {
     "default_capacity": "HyperPod brings the workers: no default capacity",
     "default_capacity_type": "HyperPod brings the workers: no default node group or Auto Mode",
     "bootstrap_self_managed_addons": "the managed add-ons own the VPC CNI, which HyperPod needs",
-    "cluster_name": "give cluster_name",
+    "cluster_name": "give eks_cluster_name",
     "version": "give kubernetes_version",
     "vpc": "give vpc",
     "vpc_subnets": "give subnets",
@@ -54,7 +54,7 @@ class EksControlPlane(Construct):
     cluster when the add-on resource is deleted), and an access entry with cluster-admin access for each of
     ``admin_principal_arns``. The cluster creator gets no implicit admin access.
 
-    ``cluster_overrides``: further ``eks.Cluster`` props (e.g. ``tags``, ``kubectl_provider_options``), applied
+    ``eks_cluster_overrides``: further ``eks.Cluster`` props (e.g. ``tags``, ``kubectl_provider_options``), applied
     over the defaults; the props in ``INVARIANT_CLUSTER_PROPS`` (no default capacity, no self-managed add-on
     bootstrap, and those given as props here) are refused there with the reason.
     """
@@ -64,7 +64,7 @@ class EksControlPlane(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster_name: str,
+        eks_cluster_name: str,
         vpc: ec2.IVpc,
         subnets: Sequence[ec2.ISubnet],
         security_group: ec2.ISecurityGroup,
@@ -77,18 +77,18 @@ class EksControlPlane(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         secrets_key: kms.IKey | None = None,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
-        cluster_overrides: Mapping[str, Any] | None = None,
+        eks_cluster_overrides: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        refused = sorted(set(cluster_overrides or {}) & set(INVARIANT_CLUSTER_PROPS))
+        refused = sorted(set(eks_cluster_overrides or {}) & set(INVARIANT_CLUSTER_PROPS))
         if refused:
-            raise ConfigError(f"cluster_overrides.{refused[0]}", (cluster_overrides or {})[refused[0]],
+            raise ConfigError(f"eks_cluster_overrides.{refused[0]}", (eks_cluster_overrides or {})[refused[0]],
                               INVARIANT_CLUSTER_PROPS[refused[0]])
-        self.cluster_name = cluster_name
+        self.eks_cluster_name = eks_cluster_name
         self.secrets_key = secrets_key or kms.Key(
             self,
             "SecretsKey",
-            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {cluster_name}",
+            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {eks_cluster_name}",
             enable_key_rotation=True,
             removal_policy=removal_policy,
         )
@@ -96,7 +96,7 @@ class EksControlPlane(Construct):
         self.log_group = logs.LogGroup(
             self,
             "ControlPlaneLogs",
-            log_group_name=eks_control_plane_log_group(cluster_name),
+            log_group_name=eks_control_plane_log_group(eks_cluster_name),
             retention=log_retention,
             removal_policy=removal_policy,
         )
@@ -104,8 +104,8 @@ class EksControlPlane(Construct):
             "cluster_logging": ALL_LOG_TYPES,
             "output_config_command": False,
             "bootstrap_cluster_creator_admin_permissions": False,
-            **(cluster_overrides or {}),
-            "cluster_name": cluster_name,
+            **(eks_cluster_overrides or {}),
+            "cluster_name": eks_cluster_name,
             "version": eks.KubernetesVersion.of(kubernetes_version),
             "vpc": vpc,
             "vpc_subnets": [ec2.SubnetSelection(subnets=list(subnets))],

@@ -86,7 +86,7 @@ class HelmInstaller(Construct):
     failure; a release left pending by a stopped run is recovered first, a failed new install is removed
     again (the handler package's docstring lists every failure path, this module's the time limits). It runs in
     ``subnets`` (private, with a route to the chart sources) with its own security group, which is allowed
-    HTTPS into ``cluster_security_group`` by an ingress rule kept in this stack (the cluster's stack does
+    HTTPS into ``eks_cluster_security_group`` by an ingress rule kept in this stack (the cluster's stack does
     not learn about the installer); its role gets an EKS access entry with cluster-admin scope, and every
     release waits for that entry. ``purpose`` and ``installs`` only word the descriptions of the security
     group, its rule and the role.
@@ -97,17 +97,17 @@ class HelmInstaller(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: eks.ICluster,
+        eks_cluster: eks.ICluster,
         vpc: ec2.IVpc,
         subnets: Sequence[ec2.ISubnet],
-        cluster_security_group: ec2.ISecurityGroup,
+        eks_cluster_security_group: ec2.ISecurityGroup,
         purpose: str = "Helm release installer",
         installs: str = "Helm charts",
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.cluster = cluster
+        self.eks_cluster = eks_cluster
         self.security_group = ec2.SecurityGroup(
             self, "SecurityGroup", vpc=vpc, allow_all_outbound=False,
             description=f"{purpose}: HTTPS to the EKS API and chart sources",
@@ -115,7 +115,7 @@ class HelmInstaller(Construct):
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "EKS API, chart sources")
         self.api_ingress = ec2.CfnSecurityGroupIngress(
             self, "ApiFromInstaller",
-            group_id=cluster_security_group.security_group_id,
+            group_id=eks_cluster_security_group.security_group_id,
             source_security_group_id=self.security_group.security_group_id,
             ip_protocol="tcp", from_port=443, to_port=443,
             description=f"EKS API from the {purpose}",
@@ -148,7 +148,7 @@ class HelmInstaller(Construct):
             environment={"HELM_BIN": "/opt/helm/helm"},
         )
         self.role.add_to_policy(iam.PolicyStatement(
-            sid="DescribeThisCluster", actions=["eks:DescribeCluster"], resources=[cluster.cluster_arn],
+            sid="DescribeThisCluster", actions=["eks:DescribeCluster"], resources=[eks_cluster.cluster_arn],
         ))
         # The Lambda service needs these to attach the function to the VPC; ec2 ENI actions have no
         # resource ARN before the ENI exists.
@@ -161,7 +161,7 @@ class HelmInstaller(Construct):
         self.log_group.grant_write(self.role)
         self.access_entry = eks.AccessEntry(
             self, "ClusterAccess",
-            cluster=cluster,
+            cluster=eks_cluster,
             principal=self.role.role_arn,
             access_policies=[eks.AccessPolicy.from_access_policy_name(
                 "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER)],
@@ -203,7 +203,7 @@ class HelmRelease(CustomResource):
     ) -> None:
         stack = Stack.of(scope)
         properties: dict[str, Any] = {
-            "ClusterName": installer.cluster.cluster_name,
+            "ClusterName": installer.eks_cluster.cluster_name,
             "Region": stack.region,
             "ReleaseName": release_name,
             "Namespace": namespace,

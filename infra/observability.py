@@ -36,10 +36,10 @@ EVENT_SOURCE = "aws.sagemaker"
 EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Event"
 
 
-def pod_identity_role(scope: Construct, construct_id: str, *, cluster_arn: str, description: str) -> iam.Role:
+def pod_identity_role(scope: Construct, construct_id: str, *, eks_cluster_arn: str, description: str) -> iam.Role:
     """A role only EKS Pod Identity can assume, and only for pods of this EKS cluster."""
     principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions({
-        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID, "aws:SourceArn": cluster_arn},
+        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID, "aws:SourceArn": eks_cluster_arn},
     })
     role = iam.Role(scope, construct_id, assumed_by=principal, description=description)
     role.assume_role_policy.add_statements(iam.PolicyStatement(  # type: ignore[union-attr]
@@ -56,17 +56,17 @@ class ContainerInsights(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, cluster_name: str, cluster_arn: str,
+        self, scope: Construct, construct_id: str, *, eks_cluster_name: str, eks_cluster_arn: str,
         log_retention: logs.RetentionDays, removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        prefix = f"/aws/containerinsights/{cluster_name}"
+        prefix = f"/aws/containerinsights/{eks_cluster_name}"
         self.log_groups = [
             logs.LogGroup(self, f"Logs-{name.rsplit('/', 1)[1]}", log_group_name=name, retention=log_retention,
                           removal_policy=removal_policy)
-            for name in container_insights_log_groups(cluster_name)
+            for name in container_insights_log_groups(eks_cluster_name)
         ]
-        self.role = pod_identity_role(self, "AgentRole", cluster_arn=cluster_arn,
+        self.role = pod_identity_role(self, "AgentRole", eks_cluster_arn=eks_cluster_arn,
                                       description="CloudWatch agent of Container Insights (Pod Identity)")
         self.policy = iam.Policy(self, "AgentPolicy", roles=[self.role], statements=[
             iam.PolicyStatement(
@@ -93,7 +93,7 @@ class ContainerInsights(Construct):
             acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, log_group_arn(self, resource))}]",
                         "The agent names streams per node and pod; the groups are this cluster's only.")
         self.addon = eks_l1.CfnAddon(
-            self, "Addon", addon_name=CONTAINER_INSIGHTS_ADDON, cluster_name=cluster_name,
+            self, "Addon", addon_name=CONTAINER_INSIGHTS_ADDON, cluster_name=eks_cluster_name,
             resolve_conflicts="OVERWRITE", preserve_on_delete=False,
             pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
                 role_arn=self.role.role_arn, service_account=CONTAINER_INSIGHTS_SERVICE_ACCOUNT)],
@@ -113,7 +113,7 @@ class ManagedPrometheus(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, name: str, cluster_name: str, cluster_arn: str,
+        self, scope: Construct, construct_id: str, *, name: str, eks_cluster_name: str, eks_cluster_arn: str,
         hyperpod_cluster_name: str, metrics: PrometheusConfig | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN, key: kms.IKey | None = None,
@@ -130,7 +130,7 @@ class ManagedPrometheus(Construct):
         )
         self.workspace.apply_removal_policy(removal_policy)
         self.collector_role = pod_identity_role(
-            self, "CollectorRole", cluster_arn=cluster_arn,
+            self, "CollectorRole", eks_cluster_arn=eks_cluster_arn,
             description="HyperPod observability collector: remote write to one AMP workspace (Pod Identity)")
         # This HyperPod cluster's groups only (/aws/sagemaker/Clusters/<name>/<id>), not every cluster's.
         clusters_prefix = f"/aws/sagemaker/Clusters/{hyperpod_cluster_name}/*"
@@ -155,7 +155,7 @@ class ManagedPrometheus(Construct):
             acknowledge(self.collector_policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, resource)}]",
                         "HyperPod names the cluster log group after the cluster id, known only after creation.")
         self.metrics = metrics or PrometheusConfig()
-        self.cluster_name = cluster_name
+        self.eks_cluster_name = eks_cluster_name
         self.addon: eks_l1.CfnAddon | None = None
 
     def add_hyperpod_observability_addon(self, grafana: ManagedGrafana | None) -> eks_l1.CfnAddon:
@@ -169,7 +169,7 @@ class ManagedPrometheus(Construct):
         )
         self.addon = eks_l1.CfnAddon(
             self, "HyperPodObservabilityAddon", addon_name=HYPERPOD_OBSERVABILITY_ADDON,
-            cluster_name=self.cluster_name, resolve_conflicts="OVERWRITE", preserve_on_delete=False,
+            cluster_name=self.eks_cluster_name, resolve_conflicts="OVERWRITE", preserve_on_delete=False,
             configuration_values=Stack.of(self).to_json_string(configuration),
             pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
                 role_arn=self.collector_role.role_arn, service_account=HYPERPOD_COLLECTOR_SERVICE_ACCOUNT)],
@@ -443,13 +443,14 @@ class HyperPodObservability(Construct):
             raise ConfigError("grafana", grafana.authentication, "Grafana's dashboards read the Prometheus "
                               "workspace: give prometheus too")
         self.container_insights = (
-            ContainerInsights(self, "ContainerInsights", cluster_name=eks_cluster_name, cluster_arn=eks_cluster_arn,
+            ContainerInsights(self, "ContainerInsights", eks_cluster_name=eks_cluster_name,
+                              eks_cluster_arn=eks_cluster_arn,
                               log_retention=log_retention, removal_policy=removal_policy)
             if container_insights else None
         )
         self.prometheus = (
             ManagedPrometheus(self, "Prometheus", metrics=prometheus, name=name,
-                              cluster_name=eks_cluster_name, cluster_arn=eks_cluster_arn,
+                              eks_cluster_name=eks_cluster_name, eks_cluster_arn=eks_cluster_arn,
                               log_retention=retention(prometheus.log_retention_days),
                               removal_policy=removal_policy, hyperpod_cluster_name=hyperpod_cluster_name)
             if prometheus is not None else None

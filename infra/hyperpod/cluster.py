@@ -42,7 +42,7 @@ class HyperPodCluster(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster_name: str,
+        hyperpod_cluster_name: str,
         instance_groups: Sequence[InstanceGroupConfig],
         eks_cluster_arn: str,
         execution_role_arn: str,
@@ -71,7 +71,7 @@ class HyperPodCluster(Construct):
         self.cfn_cluster = sagemaker.CfnCluster(
             self,
             "Cluster",
-            cluster_name=cluster_name,
+            cluster_name=hyperpod_cluster_name,
             # AWS's setups tag every cluster SageMaker=true, and AWS managed policies condition on it: the
             # training operator's AmazonSageMakerHyperPodTrainingOperatorAccess allows DescribeClusterNode only on
             # clusters with aws:ResourceTag/SageMaker = true ("tag your HyperPod cluster with the key-value pair
@@ -105,19 +105,20 @@ class HyperPodCluster(Construct):
         for dependency in depends_on:
             self.cfn_cluster.node.add_dependency(dependency)
 
-        self.cluster_arn = self.cfn_cluster.attr_cluster_arn
-        self.cluster_name = cluster_name
+        self.hyperpod_cluster_arn = self.cfn_cluster.attr_cluster_arn
+        self.hyperpod_cluster_name = hyperpod_cluster_name
         # The cluster id is the last segment of the ARN: arn:...:cluster/<id>.
-        self.cluster_id = Fn.select(1, Fn.split("/", self.cluster_arn))
-        self.lifecycle_log_group = Fn.join("", ["/aws/sagemaker/Clusters/", cluster_name, "/",
-                                                self.cluster_id])
-        CfnOutput(self, "ClusterNameOutput", value=cluster_name, description="HyperPod cluster name")
-        CfnOutput(self, "ClusterArnOutput", value=self.cluster_arn, description="HyperPod cluster ARN")
-        CfnOutput(self, "ClusterIdOutput", value=self.cluster_id, description="HyperPod cluster id")
+        self.hyperpod_cluster_id = Fn.select(1, Fn.split("/", self.hyperpod_cluster_arn))
+        self.lifecycle_log_group = Fn.join("", ["/aws/sagemaker/Clusters/", hyperpod_cluster_name, "/",
+                                                self.hyperpod_cluster_id])
+        CfnOutput(self, "ClusterNameOutput", value=hyperpod_cluster_name, description="HyperPod cluster name")
+        CfnOutput(self, "ClusterArnOutput", value=self.hyperpod_cluster_arn, description="HyperPod cluster ARN")
+        CfnOutput(self, "ClusterIdOutput", value=self.hyperpod_cluster_id, description="HyperPod cluster id")
         CfnOutput(self, "LifecycleLogGroup", value=self.lifecycle_log_group,
                   description="CloudWatch log group of the lifecycle scripts (streams LifeCycleConfig/<group>/<id>)")
         CfnOutput(self, "SsmTargetFormat",
-                  value=Fn.join("", ["sagemaker-cluster:", self.cluster_id, "_<instance-group>-<instance-id>"]),
+                  value=Fn.join("", ["sagemaker-cluster:", self.hyperpod_cluster_id,
+                                     "_<instance-group>-<instance-id>"]),
                   description="SSM target of a node: aws ssm start-session --target <this, filled in>")
 
     @staticmethod

@@ -70,11 +70,11 @@ class HyperPodDependenciesChart(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: eks.ICluster,
+        eks_cluster: eks.ICluster,
         chart: ChartConfig,
         vpc: ec2.IVpc,
         subnets: Sequence[ec2.ISubnet],
-        cluster_security_group: ec2.ISecurityGroup,
+        eks_cluster_security_group: ec2.ISecurityGroup,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
@@ -83,7 +83,7 @@ class HyperPodDependenciesChart(Construct):
         # construct was itself the installer (its log groups and security group are in the upgrade baseline).
         self.installer = HelmInstaller(
             self, "Default",
-            cluster=cluster, vpc=vpc, subnets=subnets, cluster_security_group=cluster_security_group,
+            eks_cluster=eks_cluster, vpc=vpc, subnets=subnets, eks_cluster_security_group=eks_cluster_security_group,
             purpose="HyperPod dependencies chart installer",
             installs="the HyperPod dependencies Helm chart",
             log_retention=log_retention, removal_policy=removal_policy,

@@ -37,7 +37,7 @@ def check_lifecycle_dir(directory: Path, on_create: str) -> Path:
     return script
 
 
-def lifecycle_bucket_name(cluster_name: str) -> str:
+def lifecycle_bucket_name(hyperpod_cluster_name: str) -> str:
     """``sagemaker-<cluster>-<stack>-<account>-<region>``: ``<stack>`` is the first block of the stack's UUID.
 
     The managed instance policy reads only ``sagemaker-*`` buckets, so the name cannot be left to CloudFormation
@@ -49,7 +49,7 @@ def lifecycle_bucket_name(cluster_name: str) -> str:
     (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
     """
     stack_uuid = Fn.select(2, Fn.split("/", Aws.STACK_ID))
-    return Fn.join("-", ["sagemaker", cluster_name.lower()[:16], Fn.select(0, Fn.split("-", stack_uuid)),
+    return Fn.join("-", ["sagemaker", hyperpod_cluster_name.lower()[:16], Fn.select(0, Fn.split("-", stack_uuid)),
                          Aws.ACCOUNT_ID, Aws.REGION])
 
 
@@ -72,7 +72,7 @@ class LifecycleScripts(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster_name: str,
+        hyperpod_cluster_name: str,
         scripts_dir: Path,
         on_create: str,
         options: LifecycleOptions,
@@ -108,7 +108,7 @@ class LifecycleScripts(Construct):
             bucket = s3.Bucket(
                 self,
                 "Bucket",
-                bucket_name=lifecycle_bucket_name(cluster_name),
+                bucket_name=lifecycle_bucket_name(hyperpod_cluster_name),
                 encryption=s3.BucketEncryption.S3_MANAGED,
                 block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
                 enforce_ssl=True,

@@ -33,14 +33,14 @@ class HyperPodVolumeKey(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster_name: str,
+        hyperpod_cluster_name: str,
         execution_role: iam.IRole,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
         self.key = kms.Key(
             self, "Key", enable_key_rotation=True, removal_policy=removal_policy,
-            description=f"EBS volumes of the SageMaker HyperPod cluster {cluster_name}",
+            description=f"EBS volumes of the SageMaker HyperPod cluster {hyperpod_cluster_name}",
         )
         # In a key policy "*" is this key. The two statements as AWS's page writes them: the Bool condition exists
         # only in grant requests, so DescribeKey has its own statement without it.

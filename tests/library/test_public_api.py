@@ -168,14 +168,14 @@ def test_eks_control_plane_takes_typed_props_and_l2_overrides_but_keeps_its_inva
     stack = _stack()
     vpc, _ = _vpc(stack)
     sg = ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-0123456789abcdef0")
-    common = {"cluster_name": "team-eks", "vpc": vpc, "subnets": vpc.private_subnets, "security_group": sg,
+    common = {"eks_cluster_name": "team-eks", "vpc": vpc, "subnets": vpc.private_subnets, "security_group": sg,
               "kubernetes_version": "1.33"}
-    with pytest.raises(ConfigError, match=r"cluster_overrides.default_capacity: HyperPod brings the workers"):
-        infra.EksControlPlane(stack, "Refused", **common, cluster_overrides={"default_capacity": 2})
+    with pytest.raises(ConfigError, match=r"eks_cluster_overrides.default_capacity: HyperPod brings the workers"):
+        infra.EksControlPlane(stack, "Refused", **common, eks_cluster_overrides={"default_capacity": 2})
     plane = infra.EksControlPlane(
         stack, "ControlPlane", **common, admin_principal_arns=["arn:aws:iam::111122223333:role/Admin"],
         namespace_admins={"arn:aws:iam::111122223333:role/Scientist": ["training"]},
-        cluster_overrides={"tags": {"team": "ml"}},
+        eks_cluster_overrides={"tags": {"team": "ml"}},
     )
     (props,) = [r["Properties"] for r in Template.from_stack(stack).find_resources("AWS::EKS::Cluster").values()]
     assert props["Name"] == "team-eks" and props["Version"] == "1.33"
@@ -189,7 +189,7 @@ def test_eks_control_plane_takes_typed_props_and_l2_overrides_but_keeps_its_inva
 def test_hyperpod_cluster_takes_instance_groups_as_validated_structs():
     stack = _stack()
     group = infra.InstanceGroupConfig(name="gpu", instance_type="ml.g5.12xlarge", instance_count=2, az_id="usw2-az2")
-    common = {"cluster_name": "team-ml", "eks_cluster_arn": "arn:aws:eks:us-west-2:111122223333:cluster/e",
+    common = {"hyperpod_cluster_name": "team-ml", "eks_cluster_arn": "arn:aws:eks:us-west-2:111122223333:cluster/e",
               "execution_role_arn": "arn:aws:iam::111122223333:role/Exec",
               "security_group_ids": ["sg-0123456789abcdef0"], "lifecycle_s3_uri": "s3://sagemaker-x/lifecycle/"}
     subnet, other = {"usw2-az2": "subnet-03333333333333333"}, {"usw2-az3": "subnet-04444444444444444"}
