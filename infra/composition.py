@@ -382,7 +382,7 @@ def _add_storage(
 def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct]) -> None:
     tags = {"project": config.project, **config.tags}
     for scope in scopes:
-        reached = _with_stack_singletons(scope)
+        reached = _with_stack_singletons(scope, auto_delete=config.destroy_data_on_delete)
         if config.permissions_boundary_arn:
             boundary = iam.ManagedPolicy.from_managed_policy_arn(scope, "PermissionsBoundary",
                                                                  config.permissions_boundary_arn)
@@ -422,16 +422,21 @@ def _tag_plain_resources(construct: IConstruct, tags: Mapping[str, str]) -> None
                                        else [{"Key": k, "Value": v} for k, v in ordered])
 
 
-# aws-cdk-lib puts the functions of BucketDeployment and AwsCustomResource, and every CustomResourceProvider
-# (the S3 auto-delete one of a bucket with autoDeleteObjects, ...), at stack level, outside the construct that
-# asked for them; a construct that is not a stack reaches them here.
+# aws-cdk-lib puts the functions of BucketDeployment and AwsCustomResource, and the S3 auto-delete provider of a
+# bucket with autoDeleteObjects, at stack level, outside the construct that asked for them; a construct that is
+# not a stack reaches them here. They are singletons: one function serves every construct of the stack that asks
+# for it. The auto-delete provider is reached only when this composition's buckets use it (destroy_data_on_delete);
+# other providers of a consumer's stack (e.g. its VPC's Custom::VpcRestrictDefaultSG...) are never ours.
 _STACK_SINGLETON_PREFIXES = ("Custom::CDKBucketDeployment", "AWS679f53fac002430cb0da5b7982bd2287")
-_PROVIDER_SUFFIX = "CustomResourceProvider"  # aws-cdk-lib: the provider's id is `${type}CustomResourceProvider`
+# aws-cdk-lib 2.275.0 aws-s3/lib/mixins/bucket.js: AutoDeleteObjectsProvider.getOrCreateProvider(scope,
+# "Custom::S3AutoDeleteObjects", ...), and custom-resource-handlers/dist/aws-s3/auto-delete-objects-provider.
+# generated.js gives it the id `${uniqueid}CustomResourceProvider` at the stack's root.
+_AUTO_DELETE_PROVIDER = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
 
 
-def _with_stack_singletons(scope: Construct) -> list[IConstruct]:
+def _with_stack_singletons(scope: Construct, *, auto_delete: bool) -> list[IConstruct]:
     if isinstance(scope, Stack):
         return [scope]
     return [scope, *(c for c in Stack.of(scope).node.children
                      if c.node.id.startswith(_STACK_SINGLETON_PREFIXES)
-                     or (c.node.id.startswith("Custom::") and c.node.id.endswith(_PROVIDER_SUFFIX)))]
+                     or (auto_delete and c.node.id == _AUTO_DELETE_PROVIDER))]

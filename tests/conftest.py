@@ -511,14 +511,18 @@ def _tag_property(cfn_type: str) -> str | None:
     from cfnlint.schema._exceptions import ResourceNotFoundError
     from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
 
+    from infra.create_only import SCHEMA_REGION
+
     try:
-        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-west-2", cfn_type).schema
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(SCHEMA_REGION, cfn_type).schema
     except ResourceNotFoundError:
         return None
     tagging = schema.get("tagging") or {}
     if not tagging.get("taggable"):
         return None
-    return str(tagging.get("tagProperty", "/properties/Tags")).removeprefix("/properties/")
+    prop = str(tagging.get("tagProperty", "/properties/Tags")).removeprefix("/properties/")
+    assert "/" not in prop, f"{cfn_type}: tags nested at {prop}; teach untagged() to read them"
+    return prop
 
 
 def untagged(templates: dict[str, dict[str, Any]], key: str, value: str) -> list[str]:

@@ -164,6 +164,29 @@ def test_an_existing_vpc_and_a_vpc_id_in_config_conflict():
                             control_plane_subnets=vpc.private_subnets, hyperpod_subnets=subnets)
 
 
+def test_the_boundary_and_tags_leave_the_consumers_own_stack_level_providers_alone(tmp_path):
+    """aws-cdk-lib's providers of the consumer's own VPC (restrictDefaultSecurityGroup) and auto-delete bucket sit
+    at the stack's root too; with destroy_data_on_delete off this composition asks for none, so it changes none."""
+    from aws_cdk import RemovalPolicy
+    from aws_cdk import aws_s3 as s3
+
+    app = new_app(context=cdk_json_context(), outdir=str(tmp_path))
+    stack = Stack(app, "Consumer")
+    ec2.Vpc(stack, "TeamVpc", max_azs=2)
+    s3.Bucket(stack, "TeamBucket", auto_delete_objects=True, removal_policy=RemovalPolicy.DESTROY)
+    data = mutate({"permissions_boundary_arn": "arn:aws:iam::111122223333:policy/Boundary", "tags": {"team": "ml"}})
+    infra.HyperPodOnEks(stack, "HP", config=parse_config(data, "x"))
+    resources = app.synth().get_stack_by_name("Consumer").template["Resources"]
+    providers = {k: r["Properties"] for k, r in resources.items()
+                 if k.startswith(("CustomVpcRestrictDefaultSGCustomResourceProvider",
+                                  "CustomS3AutoDeleteObjectsCustomResourceProvider"))}
+    assert len(providers) == 4  # a role and a function each
+    assert all("PermissionsBoundary" not in p and "Tags" not in p for p in providers.values()), providers
+    # while every role this composition builds has the boundary
+    ours = [r for k, r in resources.items() if r["Type"] == "AWS::IAM::Role" and k.startswith("HP")]
+    assert ours and all("PermissionsBoundary" in r["Properties"] for r in ours)
+
+
 def test_eks_control_plane_takes_typed_props_and_l2_overrides_but_keeps_its_invariants():
     stack = _stack()
     vpc, _ = _vpc(stack)
