@@ -91,11 +91,21 @@ def poisson_tail(k: int, mean: float) -> float:
 
 
 def spare_instances(mean_failures: float, risk: float = SPARE_RISK) -> int:
-    """The smallest S >= 0 with P(X > S) < risk, X ~ Poisson(mean_failures)."""
+    """The smallest S >= 0 with P(X > S) < risk, X ~ Poisson(mean_failures).
+
+    One pass: the CDF grows by one term per candidate S, summed in the order ``poisson_tail`` sums them (so the
+    same floating-point values), instead of summing S + 1 terms again for each S (quadratic: about 0.4 s for a
+    mean of 1000)."""
+    if mean_failures == 0:
+        return 0
+    log_mean = math.log(mean_failures)
+    cdf = 0.0
     spares = 0
-    while poisson_tail(spares, mean_failures) >= risk:
+    while True:
+        cdf += math.exp(spares * log_mean - mean_failures - math.lgamma(spares + 1))
+        if max(0.0, 1 - cdf) < risk:
+            return spares
         spares += 1
-    return spares
 
 
 def plan_group(

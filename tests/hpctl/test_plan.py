@@ -122,6 +122,11 @@ def test_spares_are_the_smallest_count_below_the_risk() -> None:
     # mean 1: P(X > 3) = 1 - (8/3)/e = 0.018988 >= 0.01, P(X > 4) = 1 - (65/24)/e = 0.003660 < 0.01, so S = 4.
     assert plan.spare_instances(1.0) == 4
     assert plan.spare_instances(0.0) == 0
+    # The one-pass search agrees with the definition through poisson_tail wherever it is checked.
+    for mean in (1e-6, 0.3, 2.5, 7.0, 33.3, 100.0):
+        spares = plan.spare_instances(mean)
+        assert plan.poisson_tail(spares, mean) < 0.01, mean
+        assert spares == 0 or plan.poisson_tail(spares - 1, mean) >= 0.01, mean
 
 
 def test_spares_for_a_large_mean_do_not_underflow() -> None:
