@@ -415,11 +415,11 @@ def _tag_plain_resources(construct: IConstruct, tags: Mapping[str, str]) -> None
     """Give ``tags`` to the plain CfnResources under ``construct`` whose type takes tags (Tags.of cannot).
 
     One walk of the tree per scope; a resource's type is asked of jsii only for plain CfnResources."""
+    ordered = sorted(tags.items())  # in key order, as aws-cdk-lib's TagManager renders them
+    by_shape = {"map": dict(ordered), "list": [{"Key": k, "Value": v} for k, v in ordered]}
     for node in construct.node.find_all():
         if type(node) is CfnResource and (shape := _PLAIN_TAG_SHAPES.get(node.cfn_resource_type)):
-            ordered = sorted(tags.items())  # in key order, as aws-cdk-lib's TagManager renders them
-            node.add_property_override("Tags", dict(ordered) if shape == "map"
-                                       else [{"Key": k, "Value": v} for k, v in ordered])
+            node.add_property_override("Tags", by_shape[shape])
 
 
 # aws-cdk-lib puts the functions of BucketDeployment and AwsCustomResource, and the S3 auto-delete provider of a

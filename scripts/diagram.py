@@ -161,17 +161,6 @@ def stack_nodes(stack: str, template: dict[str, Any]) -> list[Node]:
     return nodes
 
 
-def _imports(value: Any) -> set[str]:
-    """The export names ``value`` imports with ``Fn::ImportValue`` (CDK writes them as ``<stack>:<export>``)."""
-    if isinstance(value, dict):
-        if set(value) == {"Fn::ImportValue"} and isinstance(value["Fn::ImportValue"], str):
-            return {value["Fn::ImportValue"]}
-        return set().union(*(_imports(v) for v in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(_imports(v) for v in value)) if value else set()
-    return set()
-
-
 def _depends_on(resource: dict[str, Any]) -> list[str]:
     value = resource.get("DependsOn", [])
     return [value] if isinstance(value, str) else list(value)
@@ -236,8 +225,10 @@ def render(templates: dict[str, dict[str, Any]], stack_dependencies: dict[str, l
         "[design.md](design.md#how-the-stacks-reference-each-other).",
         "", "| stack | exports of earlier stacks it imports |", "| --- | --- |",
     ]
+    from infra.hyperpod.lock import imported_exports
+
     for stack in order:
-        imported = _imports(templates[stack].get("Resources", {}))
+        imported = imported_exports(templates[stack].get("Resources", {}))  # CDK names them `<stack>:<export>`
         by_stack = Counter(name.split(":", 1)[0] for name in imported)
         cell = ", ".join(f"{n} of `{s}`" for s, n in sorted(by_stack.items())) or "-"
         lines.append(f"| `{stack}` | {cell} |")

@@ -87,6 +87,11 @@ def _references(value: Any) -> Iterator[tuple[str, str]]:
             yield from _references(child)
 
 
+def imported_exports(value: Any) -> set[str]:
+    """The export names a template fragment (a resource, a template's Resources) reads with ``Fn::ImportValue``."""
+    return {name for kind, name in _references(value) if kind == "export"}
+
+
 def _create_only_values(resource: dict[str, Any]) -> dict[str, Any]:
     properties = resource.get("Properties") or {}
     values = {"/".join(path): lookup(properties, path) for path in create_only_paths(resource["Type"])}

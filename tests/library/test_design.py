@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from aws_cdk import CfnResource, Stack
 
+from infra.hyperpod.lock import imported_exports
 from tests.conftest import ROOT, Synthesized
 
 DESIGN = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
@@ -140,7 +141,7 @@ def test_optional_stacks_import_only_what_the_hyperpod_stack_imports(request, va
     synth = request.getfixturevalue(variant)
 
     def imports(part: str) -> set[str]:
-        return set(re.findall(r'"Fn::ImportValue": "([^"]+)"', json.dumps(synth.template(part))))
+        return imported_exports(synth.template(part)["Resources"])
 
     optional = [p for p in ("observability", "storage") if f"{synth.config.project}-{p}" in synth.templates]
     assert optional

@@ -10,7 +10,8 @@ import pytest
 import regex  # the model's tag patterns use \p{L}, which re lacks (regex comes with cfn-lint)
 
 from infra.config import compute_quota_name
-from infra.create_only import lookup, schema_create_only_paths
+from infra.create_only import lookup, schema_create_only, schema_create_only_paths
+from infra.hyperpod.lock import imported_exports
 from tests.conftest import GOVERNANCE_CHANGES
 
 TEAMS = GOVERNANCE_CHANGES["addons"]["task_governance"]["teams"]
@@ -31,35 +32,12 @@ def _quotas(synth):
             for logical_id, q in synth.resources("hyperpod", "AWS::SageMaker::ComputeQuota").items()}
 
 
-def _schema(cfn_type):
-    from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
-
-    return PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", cfn_type).schema
-
-
 def test_off_by_default_builds_nothing(default_synth, variant_synth):
     for synth in (default_synth, variant_synth):
         for template in synth.templates.values():
             types = {r["Type"] for r in template["Resources"].values()}
             assert not types & set(GOVERNANCE_TYPES)
             assert "amazon-sagemaker-hyperpod-taskgovernance" not in json.dumps(template)
-
-
-def _imports(template: dict) -> set[str]:
-    found: set[str] = set()
-
-    def walk(value: object) -> None:
-        if isinstance(value, dict):
-            if set(value) == {"Fn::ImportValue"}:
-                found.add(json.dumps(value["Fn::ImportValue"], sort_keys=True))
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(template["Resources"])
-    return found
 
 
 def test_addon_after_the_hyperpod_cluster_and_policy_after_the_addon(governance_synth, variant_synth):
@@ -69,8 +47,8 @@ def test_addon_after_the_hyperpod_cluster_and_policy_after_the_addon(governance_
     assert addon["Properties"]["AddonVersion"] == "v1.6.0-eksbuild.1"
     # The EKS cluster by construct reference, as every add-on of the HyperPod stack: an import the stack already
     # makes without the feature, so no export of the EKS stack appears or goes with it (docs/design.md).
-    (imported,) = _imports({"Resources": {"Addon": addon["Properties"]["ClusterName"]}})
-    assert imported in _imports(variant_synth.template("hyperpod"))
+    (imported,) = imported_exports(addon["Properties"]["ClusterName"])
+    assert imported in imported_exports(variant_synth.template("hyperpod")["Resources"])
     assert addon["Properties"]["ResolveConflicts"] == "OVERWRITE"
     assert _cluster_id(governance_synth) in addon["DependsOn"]
     (policy_id, policy), = governance_synth.resources("hyperpod", "AWS::SageMaker::ClusterSchedulerConfig").items()
@@ -173,9 +151,9 @@ def test_logical_ids_follow_team_names_so_reordering_replaces_nothing(tmp_path_f
 
 def test_create_only_fields_are_the_names_and_the_cluster(governance_synth):
     """What a change would replace, as the docs say: names, the cluster, the team name (no data in either)."""
-    assert _schema("AWS::SageMaker::ComputeQuota")["createOnlyProperties"] == [
+    assert schema_create_only("AWS::SageMaker::ComputeQuota") == [
         "/properties/Name", "/properties/ClusterArn", "/properties/ComputeQuotaTarget/TeamName"]
-    assert _schema("AWS::SageMaker::ClusterSchedulerConfig")["createOnlyProperties"] == [
+    assert schema_create_only("AWS::SageMaker::ClusterSchedulerConfig") == [
         "/properties/Name", "/properties/ClusterArn"]
 
 
