@@ -25,7 +25,7 @@ from aws_cdk import App
 
 from infra.config import load_config
 from infra.errors import ConfigError
-from infra.hyperpod.lock import CANDIDATE_NAME, LOCK_DIR, guard_replacement, lock_path, write_atomically
+from infra.guards.replacement import CANDIDATE_NAME, LOCK_DIR, guard_replacement, lock_path, write_atomically
 from stacks import validation
 
 ROOT = Path(__file__).resolve().parent

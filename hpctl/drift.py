@@ -6,16 +6,16 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hpctl.cluster import deployed_instance_types
-from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, refused_version_change
+from infra.guards.create_only import HYPERPOD_GROUP_CREATE_ONLY, refused_version_change
 
 # Effects, from harmless to destructive.
 UPDATE = "update"  # UpdateCluster in place
 ADD = "add group"
 REMOVE = "remove group"  # deletes the group's nodes
-REFUSED = "HYPERPOD REFUSES: new group"  # fixed in an existing group (infra.create_only): the deploy fails
+REFUSED = "HYPERPOD REFUSES: new group"  # fixed in an existing group (infra.guards.create_only): the deploy fails
 BUSY = "HYPERPOD REFUSES: nodes run on it"  # a dropped type of a flexible group that still has nodes
 CREATE = "create cluster"
-EKS_REFUSES = "EKS REFUSES: more than one minor version"  # infra.create_only.refused_version_change
+EKS_REFUSES = "EKS REFUSES: more than one minor version"  # infra.guards.create_only.refused_version_change
 # Dropping AutoScaling from the template is not known to disable it (unverified): UpdateCluster with
 # AutoScaling Mode=Disable does (botocore's UpdateClusterRequest: "Use to enable or disable").
 MANUAL = "not done by deploy: update-cluster --auto-scaling Mode=Disable"
@@ -74,11 +74,11 @@ def _scheduled_update(deployed: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**deployed, "DeploymentConfig": deployment} if deployment else dict(deployed)
 
 
-# Fixed inside an existing instance group (infra.create_only): HyperPod's UpdateCluster does not change them.
+# Fixed inside an existing instance group (infra.guards.create_only): HyperPod's UpdateCluster does not change them.
 _FIXED_FIELDS = {field for field, api in _API_NAMES.items() if api in HYPERPOD_GROUP_CREATE_ONLY}
 
 
-# The list of types of a group flexible on both sides may change (infra.create_only: refused_group_fields).
+# The list of types of a group flexible on both sides may change (infra.guards.create_only: refused_group_fields).
 _TYPE_FIELDS = ("instance_type", "fallback_instance_types")
 
 

@@ -3,7 +3,7 @@ AWS fixes, found before `cdk deploy` fails with AlreadyExists, each with the com
 
 The app lets CloudFormation name what it may (the lifecycle bucket carries the stack's UUID); these names it
 cannot choose: EKS writes control-plane logs to ``/aws/eks/<cluster>/cluster`` and the CloudWatch agent to
-``/aws/containerinsights/<cluster>/<kind>`` (``infra/names.py``). With ``destroy_data_on_delete: false`` the
+``/aws/containerinsights/<cluster>/<kind>`` (``infra/facts/names.py``). With ``destroy_data_on_delete: false`` the
 stacks keep those groups, and the next create of the same project meets them.
 """
 
@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from hpctl.errors import is_not_found
 from infra.config import eks_cluster_name
-from infra.names import container_insights_log_groups, eks_control_plane_log_group
+from infra.facts.names import container_insights_log_groups, eks_control_plane_log_group
 
 
 @dataclass(frozen=True)

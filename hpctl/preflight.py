@@ -33,14 +33,14 @@ from infra.config import (
     MIN_AUTOSCALING_AGENT_VERSION,
     agent_image_override,
 )
-from infra.create_only import dotted, group_volume_key, refused_group_fields, refused_version_change
-from infra.hyperpod.chart_installer.handler import github_archive_url
-from infra.observability_addon import (
+from infra.constructs.observability_addon import (
     HYPERPOD_OBSERVABILITY_ADDON,
     addon_configuration,
     config_key,
     prometheus_endpoint,
 )
+from infra.guards.create_only import dotted, group_volume_key, refused_group_fields, refused_version_change
+from infra.runtime.chart_installer.handler import github_archive_url
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 
@@ -400,7 +400,7 @@ def check_subnet_ips(cfg: Any, clients: Any, deployed: dict[str, Any] | None) ->
 
     Nodes already running hold their IPs, so for a deployed cluster only the growth is counted.
     """
-    from infra.ip_plan import ips_per_node
+    from infra.facts.ip_plan import ips_per_node
 
     if cfg.network.existing_vpc_id is None:
         return [
@@ -551,7 +551,8 @@ def compare_templates(deployed: dict[str, Any], synth: dict[str, Any], resource_
     if not old:
         return PASS, f"no {resource_type} deployed yet"
     problems: list[str] = []
-    fixed: list[str] = []  # changes HyperPod (to a group) or EKS (to the version) does not make (infra.create_only)
+    # changes HyperPod (to a group) or EKS (to the version) does not make (infra.guards.create_only)
+    fixed: list[str] = []
     warnings: list[str] = []
     for logical_id, old_props in old.items():
         if logical_id not in new:

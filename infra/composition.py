@@ -20,28 +20,28 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
-from infra.addons import S3CsiDriver, TrainingOperator
-from infra.common import data_removal_policy, retention
 from infra.config import AppConfig, eks_cluster_name, require_network
-from infra.eks import EksControlPlane
-from infra.errors import ConfigError
-from infra.helm_release import ChartSource, HelmInstaller, HelmRelease
-from infra.hyperpod.autoscaling import HyperPodAutoscalingRole, KarpenterNodePools
-from infra.hyperpod.cluster import HyperPodCluster
-from infra.hyperpod.dependencies_chart import HyperPodDependenciesChart
-from infra.hyperpod.execution_role import HyperPodExecutionRole
-from infra.hyperpod.lifecycle import LIFECYCLE_PREFIX, LifecycleScripts
-from infra.hyperpod.volume_key import HyperPodVolumeKey
-from infra.network import HyperPodNetwork
-from infra.observability import HyperPodObservability
-from infra.storage import (
+from infra.constructs.addons import S3CsiDriver, TrainingOperator
+from infra.constructs.common import data_removal_policy, retention
+from infra.constructs.eks import EksControlPlane
+from infra.constructs.helm_release import ChartSource, HelmInstaller, HelmRelease
+from infra.constructs.hyperpod.autoscaling import HyperPodAutoscalingRole, KarpenterNodePools
+from infra.constructs.hyperpod.cluster import HyperPodCluster
+from infra.constructs.hyperpod.dependencies_chart import HyperPodDependenciesChart
+from infra.constructs.hyperpod.execution_role import HyperPodExecutionRole
+from infra.constructs.hyperpod.lifecycle import LIFECYCLE_PREFIX, LifecycleScripts
+from infra.constructs.hyperpod.volume_key import HyperPodVolumeKey
+from infra.constructs.network import HyperPodNetwork
+from infra.constructs.observability import HyperPodObservability
+from infra.constructs.storage import (
     STORAGE_CHART_DIR,
     STORAGE_RELEASE_NAME,
     STORAGE_RELEASE_NAMESPACE,
     FsxCsiDriver,
     SharedFileSystem,
 )
-from infra.task_governance import HyperPodTaskGovernance
+from infra.constructs.task_governance import HyperPodTaskGovernance
+from infra.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -402,7 +402,7 @@ def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct]) -> None
 #     CustomResourceProvider (aws-cdk-lib 2.275.0 core/lib/custom-resource-provider/custom-resource-provider-base.js),
 #     e.g. the S3 auto-delete provider of a bucket with autoDeleteObjects;
 #   AWS::SSM::Parameter (Tags: an object): aws-eks-v2's KubectlReadyBarrier (aws-eks-v2/lib/cluster.js);
-#   AWS::SageMaker::ComputeQuota (an array): infra/task_governance.py's team quotas (no L1 class in 2.275.0).
+#   AWS::SageMaker::ComputeQuota (an array): infra/constructs/task_governance.py's team quotas (no L1 class in 2.275.0).
 _PLAIN_TAG_SHAPES: dict[str, str] = {
     "AWS::IAM::Role": "list",
     "AWS::Lambda::Function": "list",

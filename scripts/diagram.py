@@ -225,7 +225,7 @@ def render(templates: dict[str, dict[str, Any]], stack_dependencies: dict[str, l
         "[design.md](design.md#how-the-stacks-reference-each-other).",
         "", "| stack | exports of earlier stacks it imports |", "| --- | --- |",
     ]
-    from infra.hyperpod.lock import imported_exports
+    from infra.guards.replacement import imported_exports
 
     for stack in order:
         imported = imported_exports(templates[stack].get("Resources", {}))  # CDK names them `<stack>:<export>`

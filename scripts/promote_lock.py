@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from infra.errors import ConfigError  # noqa: E402
-from infra.hyperpod.lock import CANDIDATE_NAME, LOCK_DIR, lock_path, promote, snapshot, write_atomically  # noqa: E402
+from infra.guards.replacement import CANDIDATE_NAME, LOCK_DIR, lock_path, promote, snapshot, write_atomically  # noqa: E402
 
 
 def from_stacks(cdk_out: Path, lock_dir: Path) -> Path:

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from infra.config import load_config  # noqa: E402 - needs the repository on sys.path
-from infra.hyperpod.chart_installer.handler import charts, deadline, process, properties  # noqa: E402
+from infra.runtime.chart_installer.handler import charts, deadline, process, properties  # noqa: E402
 
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
 DEFAULT_OUTPUT = ROOT / "vendor" / "hyperpod-dependencies"

@@ -11,7 +11,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.composition import HyperPodParts, Placement, compose
 from infra.config import AppConfig, require_network
-from infra.nag_pack import HyperPodChecks
+from infra.guards.nag_pack import HyperPodChecks
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -511,7 +511,7 @@ def _tag_property(cfn_type: str) -> str | None:
     from cfnlint.schema._exceptions import ResourceNotFoundError
     from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
 
-    from infra.create_only import SCHEMA_REGION
+    from infra.guards.create_only import SCHEMA_REGION
 
     try:
         schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(SCHEMA_REGION, cfn_type).schema

@@ -16,7 +16,7 @@ from hpctl.commands.terminal import err
 from hpctl.errors import EXIT_FAILED, EXIT_OK, UsageError
 from hpctl.output import print_json, print_table
 from hpctl.target import DEFAULT_CONFIG, Target
-from infra.create_only import refused_version_change
+from infra.guards.create_only import refused_version_change
 
 
 def eks_version(deployed: dict[str, Any] | None, clients: Any) -> str | None:

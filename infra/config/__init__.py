@@ -20,7 +20,6 @@ from infra.config.addons import (
     team_namespace,
 )
 from infra.config.app import AppConfig, load_config, parse_config, require_network
-from infra.config.aws_lists import cluster_instance_types, sagemaker_regions
 from infra.config.base import StrictModel, refusal
 from infra.config.eks import (
     MIN_PUBLIC_ACCESS_PREFIX,
@@ -77,6 +76,7 @@ from infra.config.observability import (
     PrometheusConfig,
 )
 from infra.config.storage import CLUSTER_NAMESPACES, FsxLustreConfig, S3Uri, StorageConfig
+from infra.facts.aws_lists import cluster_instance_types, sagemaker_regions
 
 __all__ = [
     "CLUSTER_NAMESPACES",

@@ -17,7 +17,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 
 from infra.config.base import StrictModel, refusal
 
-# The EKS add-ons each key installs (the one list of their names: the constructs in infra/addons.py and hpctl
+# The EKS add-ons each key installs (the one list of their names: the constructs in infra/constructs/addons.py and hpctl
 # preflight read it). Names: AWS's Terraform modules, awslabs/awsome-distributed-training@
 # 0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/
 # modules/hyperpod_training_operator/main.tf and modules/hyperpod_cluster/cert_manager.tf (cert-manager, "required

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from infra.config.addons import MAX_ENTITY_NAME_LENGTH, AddonsConfig, compute_quota_name
-from infra.config.aws_lists import sagemaker_regions
 from infra.config.base import StrictModel, config_error, refusal
 from infra.config.eks import EksConfig
 from infra.config.fields import SAGEMAKER_TAG_KEY, TagKey, TagValue
@@ -18,7 +17,8 @@ from infra.config.observability import ObservabilityConfig
 from infra.config.storage import StorageConfig
 from infra.config_file import read_config_document
 from infra.errors import ConfigError
-from infra.ip_plan import ips_per_node, subnet_capacity
+from infra.facts.aws_lists import sagemaker_regions
+from infra.facts.ip_plan import ips_per_node, subnet_capacity
 
 
 class AppConfig(StrictModel):

@@ -89,7 +89,7 @@ def _tag_text(value: str) -> str:
 
 TagKey = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_tag_text)]
 # The tag AWS's setups put on every HyperPod cluster (value "true"), which the app writes itself
-# (infra/hyperpod/cluster.py says why).
+# (infra/constructs/hyperpod/cluster.py says why).
 SAGEMAKER_TAG_KEY = "SageMaker"
 TagValue = Annotated[str, Field(max_length=256), AfterValidator(_tag_text)]
 

@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from infra.config.aws_lists import cluster_instance_types
 from infra.config.base import StrictModel, refusal
 from infra.config.fields import AzId, ExactVersion, K8sKey, K8sValue, Name63, WholeNumber, path_escapes
+from infra.facts.aws_lists import cluster_instance_types
 
 # The HyperPod dependencies chart's default commit (see ChartConfig.revision for what it is).
 DEPENDENCIES_CHART_REVISION = "a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
@@ -239,7 +239,7 @@ class ChartConfig(StrictModel):
 
 class LifecycleOptions(StrictModel):
     """Settings written to lifecycle_config.env next to on_create.sh (see lifecycle_scripts/README.md and
-    ``infra.hyperpod.lifecycle_render``)."""
+    ``infra.constructs.hyperpod.lifecycle_render``)."""
 
     containerd_on_opt_sagemaker: bool = True
     fsx_lustre_client: bool = False
@@ -336,7 +336,7 @@ class HyperPodConfig(StrictModel):
     autoscaling: AutoscalingConfig = AutoscalingConfig()
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
     # Synth compares the create-only fields with config/locks/<project>.lock.json (the last deployed state,
-    # see infra/hyperpod/lock.py); a change that replaces the cluster is refused unless this is true.
+    # see infra/guards/replacement.py); a change that replaces the cluster is refused unless this is true.
     allow_cluster_replacement: bool = False
     # Instance groups (deployed with nodes) that this config removes or renames: their nodes are terminated.
     acknowledge_group_removal: list[Name63] = []

@@ -91,7 +91,7 @@ class GrafanaConfig(StrictModel):
     # null: the workspace is reachable from any network (sign-in still required).
     network_access: GrafanaNetworkAccess | None = None
     # AWS's HyperPod data sources, dashboards and alert rules, provisioned into the workspace at deploy time
-    # (infra/grafana_content.py); the HyperPod observability add-on does not create them.
+    # (infra/constructs/grafana_content.py); the HyperPod observability add-on does not create them.
     provision_dashboards: bool = True
     # Where the provisioner reads AWS's pinned dashboard files when github is unreachable: an s3://bucket/prefix/
     # holding the same files under the same relative paths (their SHA-256 is checked either way).

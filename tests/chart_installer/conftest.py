@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.hyperpod.chart_installer.handler import aws_clients, charts, process
+from infra.runtime.chart_installer.handler import aws_clients, charts, process
 
 from .fakes import FAKE_HELM, FAKE_KUBECTL, REGION, FakeAws, FakeDownloads, FakeHelm, github_tarball
 

@@ -18,9 +18,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from infra.hyperpod.chart_installer import handler
-from infra.hyperpod.chart_installer.handler import charts, cluster, deadline, errors, process
-from infra.hyperpod.chart_installer.handler.process import run as real_run  # before any test fakes it
+from infra.runtime.chart_installer import handler
+from infra.runtime.chart_installer.handler import charts, cluster, deadline, errors, process
+from infra.runtime.chart_installer.handler.process import run as real_run  # before any test fakes it
 
 from .fakes import (
     ARCHIVE_URL,

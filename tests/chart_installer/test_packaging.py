@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from infra.helm_release import HANDLER_DIR
+from infra.constructs.helm_release import HANDLER_DIR
 
 
 def test_lambda_imports_the_handler_package_from_the_asset_root_without_the_repository() -> None:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from infra.hyperpod.chart_installer import handler
-from infra.hyperpod.chart_installer.handler import errors, kinds
+from infra.runtime.chart_installer import handler
+from infra.runtime.chart_installer.handler import errors, kinds
 
 from .fakes import FakeAws, FakeDownloads, FakeHelm, cfn_event, git_properties
 

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from infra.config import ChartConfig, load_config
+from infra.constructs.hyperpod.dependencies_chart import check_vendored_revision
 from infra.errors import ConfigError
-from infra.hyperpod.chart_installer.handler import charts, crds, errors, process
-from infra.hyperpod.chart_installer.handler.process import run as real_run  # before any test fakes it
-from infra.hyperpod.dependencies_chart import check_vendored_revision
+from infra.runtime.chart_installer.handler import charts, crds, errors, process
+from infra.runtime.chart_installer.handler.process import run as real_run  # before any test fakes it
 from tests.conftest import ROOT
 
 from .fakes import ARCHIVE_URL, CHART_PATH, REPOSITORY, SHA, FakeDownloads

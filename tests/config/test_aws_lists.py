@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from infra.config import cluster_instance_types, sagemaker_regions
-from infra.config.aws_lists import DATA_FILE, from_botocore
+from infra.facts.aws_lists import DATA_FILE, from_botocore
 
 
 def test_the_lists_file_is_the_installed_botocore():
-    """infra/config/aws_lists.json is current: regenerate it with `python -m infra.config.aws_lists`."""
+    """infra/facts/aws_lists.json is current: regenerate it with `python -m infra.facts.aws_lists`."""
     assert json.loads(DATA_FILE.read_text(encoding="utf-8")) == from_botocore()
 
 

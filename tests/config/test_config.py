@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from infra.config import az_id_prefix, cluster_instance_types, load_config, parse_config
+from infra.constructs.hyperpod.lifecycle_render import render_lifecycle_env
 from infra.errors import ConfigError
-from infra.hyperpod.lifecycle_render import render_lifecycle_env
-from infra.ip_plan import ips_per_instance, subnet_capacity
+from infra.facts.ip_plan import ips_per_instance, subnet_capacity
 from tests.conftest import ROOT, default_config_data, mutate
 
 

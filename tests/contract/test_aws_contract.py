@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.intrinsics import render
+from infra.facts.intrinsics import render
 
 FACTS: dict[str, Any] = json.loads((Path(__file__).parent / "aws_facts.json").read_text())
 

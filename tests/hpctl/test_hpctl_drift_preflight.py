@@ -295,7 +295,7 @@ def test_in_place_updates_pass(tmp_path: Path) -> None:
     ("1.30", "EKS rolls a control plane back only to the previous minor version"),
 ])
 def test_a_kubernetes_version_step_eks_does_not_make_fails(tmp_path: Path, version: str, words: str) -> None:
-    """Deployed 1.32: more than one minor version up, or down, is refused by EKS (infra.create_only); one down
+    """Deployed 1.32: more than one minor version up, or down, is refused by EKS (infra.guards.create_only); one down
     (EKS's rollback) passes."""
     synth = _edit(EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(Version=version))
     check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster")
@@ -481,7 +481,7 @@ def test_no_pinned_addon_asks_nothing() -> None:
 
 
 # A test schema written for these tests, NOT AWS's schema of amazon-sagemaker-hyperpod-observability (none was
-# found published): it has the keys infra/observability_addon.py sends and bounds chosen to test against.
+# found published): it has the keys infra/constructs/observability_addon.py sends and bounds chosen to test against.
 _FAMILY = {
     "type": "object",
     "additionalProperties": False,
@@ -964,7 +964,7 @@ def test_subnet_ips_of_a_flexible_group_are_planned_at_its_hungriest_type() -> N
 
 def test_drift_compares_the_eks_version_and_names_a_step_eks_refuses() -> None:
     """The config's eks.version against what the EKS cluster runs (it may have moved outside CloudFormation, by
-    EKS at the end of extended support): one minor version is an update, more is refused (infra.create_only)."""
+    EKS at the end of extended support): one minor version is an update, more is refused (infra.guards.create_only)."""
     from hpctl.drift import EKS_REFUSES, UPDATE, compare, refused
 
     deployed = _described(FLEXIBLE_GROUP)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aws_cdk import CfnResource, Stack
 
-from infra.hyperpod.lock import imported_exports
+from infra.guards.replacement import imported_exports
 from tests.conftest import ROOT, Synthesized
 
 DESIGN = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")

@@ -144,9 +144,9 @@ def test_wheel_ships_the_runtime_files(tmp_path):
         assert (script.external_attr >> 16) & 0o111, "on_create.sh lost its executable bit"
         packaged = archive.read("infra/lifecycle_scripts/on_create.sh")
         assert packaged == (ROOT / "lifecycle_scripts/on_create.sh").read_bytes()
-    for name in ("infra/hyperpod/chart_installer/handler/__init__.py",
-                 "infra/hyperpod/chart_installer/handler/protocol.py", "infra/grafana_provisioner/handler.py",
-                 "infra/hyperpod/autoscaling_chart/templates/node-pools.yaml",
+    for name in ("infra/runtime/chart_installer/handler/__init__.py",
+                 "infra/runtime/chart_installer/handler/protocol.py", "infra/runtime/grafana_content/handler.py",
+                 "infra/constructs/hyperpod/autoscaling_chart/templates/node-pools.yaml",
                  "infra/py.typed", "infra/config/__init__.py", "hpctl/cli.py", "stacks/app_builder.py"):
         assert name in names, name
     assert any(n.endswith(".dist-info/entry_points.txt") for n in names)

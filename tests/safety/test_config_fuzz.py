@@ -161,7 +161,8 @@ DATA_SEEDS: list[tuple[str, dict[str, Any], str]] = [
     ("chart path with ..", {"hyperpod": {"dependencies_chart": {"chart_path": "helm_chart/../../x"}}},
      "hyperpod.dependencies_chart.chart_path: leads outside the project"),
     ("local chart outside the project",
-     {"hyperpod": {"dependencies_chart": {"source": "local", "local_path": str(ROOT / "infra" / "storage_chart")}}},
+     {"hyperpod": {"dependencies_chart": {"source": "local",
+                                          "local_path": str(ROOT / "infra" / "constructs" / "storage_chart")}}},
      "hyperpod.dependencies_chart.local_path: leads outside the project"),
     ("OCI chart version range", {"hyperpod": {"dependencies_chart": {
         "source": "oci", "oci_uri": "oci://example.com/charts/hyperpod", "version": "^1.2.0"}}},

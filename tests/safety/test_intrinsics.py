@@ -6,8 +6,8 @@ import pytest
 from aws_cdk import App, Fn, Stack
 from aws_cdk import aws_s3 as s3
 
-from infra.common import nag_name
-from infra.intrinsics import UNKNOWN, render
+from infra.constructs.common import nag_name
+from infra.facts.intrinsics import UNKNOWN, render
 
 
 @pytest.mark.parametrize(("value", "text"), [

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from aws_cdk import CfnResource, Fn, Stack, Stage, Validations
 
-from infra.common import acknowledge
-from infra.nag_pack import PACK_NAME, RULES, HyperPodChecks
+from infra.constructs.common import acknowledge
+from infra.guards.nag_pack import PACK_NAME, RULES, HyperPodChecks
 from tests.conftest import new_app
 
 Builder = Callable[[Stack], None]

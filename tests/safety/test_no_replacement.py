@@ -3,7 +3,7 @@
 For each pair (before, after) of synthesized apps: every protected resource keeps its stack, its logical
 ID and the values of its create-only properties. The create-only lists come from the CloudFormation
 resource schemas bundled with cfn-lint; the fields HyperPod keeps for an instance group's life are not in
-that schema (infra/create_only.py: refused_group_fields; a change fails the deploy rather than replacing the
+that schema (infra/guards/create_only.py: refused_group_fields; a change fails the deploy rather than replacing the
 cluster) and are checked for every group present on both sides. The comparison is generic over whatever
 stacks both apps have, so new stacks are covered too.
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from infra.create_only import DATA_FILE, create_only_paths, from_cfn_lint, lookup, refused_group_fields
-from infra.hyperpod.lock import group_refusals, replacement_reasons, snapshot
-from infra.intrinsics import render
+from infra.facts.intrinsics import render
+from infra.guards.create_only import DATA_FILE, create_only_paths, from_cfn_lint, lookup, refused_group_fields
+from infra.guards.replacement import group_refusals, replacement_reasons, snapshot
 from tests.conftest import Synthesized, mutate, synthesize_variant
 
 PROTECTED_TYPES = ("AWS::EC2::VPC", "AWS::EKS::Cluster", "AWS::SageMaker::Cluster", "AWS::S3::Bucket")
@@ -111,7 +111,7 @@ def _instance_group_causes(stack: str, logical_id: str, old: dict[str, Any], new
 
 
 def test_the_create_only_file_is_the_installed_cfn_lint_schemas():
-    """infra/create_only_properties.json is current: regenerate it with `python -m infra.create_only`."""
+    """infra/guards/create_only_properties.json is current: regenerate it with `python -m infra.guards.create_only`."""
     assert json.loads(DATA_FILE.read_text()) == from_cfn_lint()
 
 

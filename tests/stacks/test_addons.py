@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from infra.addons import (
+from infra.config.addons import CERT_MANAGER_ADDON, S3_CSI_ADDON, TRAINING_OPERATOR_ADDON
+from infra.constructs.addons import (
     S3_CSI_NAMESPACE,
     S3_CSI_SERVICE_ACCOUNT,
     TRAINING_OPERATOR_NAMESPACE,
     TRAINING_OPERATOR_SERVICE_ACCOUNT,
 )
-from infra.config.addons import CERT_MANAGER_ADDON, S3_CSI_ADDON, TRAINING_OPERATOR_ADDON
 
 BUCKETS = ["arn:aws:s3:::example-datasets", "arn:aws:s3:::example-models"]
 
@@ -150,7 +150,7 @@ def test_the_s3_driver_refuses_no_buckets_naming_the_prop():
     from aws_cdk import Stack
     from aws_cdk import aws_eks_v2 as eks
 
-    from infra.addons import S3CsiDriver
+    from infra.constructs.addons import S3CsiDriver
     from infra.errors import ConfigError
     from tests.conftest import new_app
 

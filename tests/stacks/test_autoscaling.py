@@ -13,9 +13,15 @@ import yaml
 from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
 
 from infra.config import parse_config
+from infra.constructs.hyperpod.autoscaling import KMS_GRANT_OPERATIONS, NODE_POOLS_CHART_DIR
 from infra.errors import ConfigError
-from infra.hyperpod.autoscaling import KMS_GRANT_OPERATIONS, NODE_POOLS_CHART_DIR
-from infra.hyperpod.lock import autoscaling_refusals, guard_replacement, replacement_reasons, snapshot, write_atomically
+from infra.guards.replacement import (
+    autoscaling_refusals,
+    guard_replacement,
+    replacement_reasons,
+    snapshot,
+    write_atomically,
+)
 from tests.safety.test_iam_parliament import _findings, policy_documents
 
 

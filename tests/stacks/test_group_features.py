@@ -8,7 +8,7 @@ import pytest
 
 from infra.config import parse_config
 from infra.errors import ConfigError
-from infra.hyperpod.lock import group_refusals, replacement_reasons, snapshot
+from infra.guards.replacement import group_refusals, replacement_reasons, snapshot
 from tests.conftest import GROUP_FEATURES, mutate
 
 

@@ -10,9 +10,9 @@ import pytest
 from aws_cdk import Environment, Stack
 from aws_cdk.assertions import Match, Template
 
-from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, lookup
-from infra.hyperpod.execution_role import HyperPodExecutionRole
-from infra.intrinsics import render
+from infra.constructs.hyperpod.execution_role import HyperPodExecutionRole
+from infra.facts.intrinsics import render
+from infra.guards.create_only import HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, lookup
 from tests.conftest import ROOT, cdk_json_context, new_app
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from infra.intrinsics import render
+from infra.facts.intrinsics import render
 
 
 def _one(synth, cfn_type):
@@ -227,7 +227,7 @@ def _content(synth):
 
 
 def test_grafana_content_follows_both_workspaces_and_cannot_hang_the_stack(default_synth):
-    from infra import grafana_content
+    from infra.constructs import grafana_content
 
     grafana_id, _ = _one(default_synth, "AWS::Grafana::Workspace")
     prometheus_id, _ = _one(default_synth, "AWS::APS::Workspace")
@@ -265,7 +265,7 @@ def test_grafana_content_switches_off_with_its_flag_or_with_grafana(observabilit
     from aws_cdk import aws_logs as logs
 
     from infra.config import GrafanaConfig, PrometheusConfig
-    from infra.observability import HyperPodObservability
+    from infra.constructs.observability import HyperPodObservability
     from tests.conftest import cdk_json_context, new_app
 
     assert observability_minimal_synth.resources("observability", "Custom::HyperPodGrafanaContent") == {}
@@ -282,8 +282,8 @@ def test_grafana_content_switches_off_with_its_flag_or_with_grafana(observabilit
 def test_grafana_content_refuses_a_source_that_is_no_s3_prefix_naming_the_prop(source):
     from aws_cdk import Stack
 
+    from infra.constructs.grafana_content import GrafanaContent
     from infra.errors import ConfigError
-    from infra.grafana_content import GrafanaContent
     from tests.conftest import new_app
 
     stack = Stack(new_app(), "Content")

@@ -16,9 +16,9 @@ from aws_cdk import App
 from botocore.stub import Stubber
 
 from infra.config import parse_config
+from infra.constructs.hyperpod.lifecycle import check_lifecycle_dir
 from infra.errors import ConfigError
-from infra.hyperpod.lifecycle import check_lifecycle_dir
-from infra.hyperpod.lock import (
+from infra.guards.replacement import (
     CANDIDATE_NAME,
     LOCK_DIR,
     guard_replacement,
@@ -131,7 +131,7 @@ def test_a_change_that_replaces_a_deployed_resource_is_refused(lock_dir, default
 def test_a_change_hyperpod_does_not_make_to_a_deployed_group_is_refused_whatever_the_config_says(
         lock_dir, default_synth, edit, words):
     """CloudFormation updates the cluster in place (no replacement) and HyperPod keeps these fields of an existing
-    group (infra.create_only): accepting a replacement changes nothing, the deploy would fail anyway."""
+    group (infra.guards.create_only): accepting a replacement changes nothing, the deploy would fail anyway."""
     templates = _edited(default_synth.templates, "hyperpod-dev-hyperpod", "HyperPodCluster11759092",
                         lambda p: edit(p["InstanceGroups"][0]))
     for config in (default_synth.config, _config(allow_cluster_replacement=True)):

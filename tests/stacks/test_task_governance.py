@@ -10,8 +10,8 @@ import pytest
 import regex  # the model's tag patterns use \p{L}, which re lacks (regex comes with cfn-lint)
 
 from infra.config import compute_quota_name
-from infra.create_only import lookup, schema_create_only, schema_create_only_paths
-from infra.hyperpod.lock import imported_exports
+from infra.guards.create_only import lookup, schema_create_only, schema_create_only_paths
+from infra.guards.replacement import imported_exports
 from tests.conftest import GOVERNANCE_CHANGES
 
 TEAMS = GOVERNANCE_CHANGES["addons"]["task_governance"]["teams"]

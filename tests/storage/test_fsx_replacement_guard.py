@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from infra.errors import ConfigError
-from infra.hyperpod.lock import guard_replacement, lock_path, snapshot, write_atomically
+from infra.guards.replacement import guard_replacement, lock_path, snapshot, write_atomically
 
 
 def _file_system(synth):

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from infra.config import FsxLustreConfig
-from infra.storage import NOMINAL_VOLUME_SIZE, STORAGE_CHART_DIR, persistent_volume_name
+from infra.constructs.storage import NOMINAL_VOLUME_SIZE, STORAGE_CHART_DIR, persistent_volume_name
 
 _VALUE = re.compile(r"\{\{ \.Values\.(?P<value>\w+)( \| quote)? \}\}")
 # `{{- $existing := lookup "v1" "<Kind>" ... }}` then `{{ dig "a" "b" .Values.x $existing | quote }}`: the value

@@ -13,7 +13,7 @@ from aws_cdk.assertions import Template
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from infra.config import FsxLustreConfig
-from infra.storage import STORAGE_CHART_DIR, SharedFileSystem, persistent_volume_name
+from infra.constructs.storage import STORAGE_CHART_DIR, SharedFileSystem, persistent_volume_name
 from tests.conftest import cdk_json_context, new_app
 from tests.stacks.test_snapshots import normalise
 from tests.template_lint import cfn_lint_problems

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from infra.create_only import HYPERPOD_GROUP_CREATE_ONLY, lookup, schema_create_only_paths
+from infra.guards.create_only import HYPERPOD_GROUP_CREATE_ONLY, lookup, schema_create_only_paths
 from tests.safety.upgrade.record import BASELINE_FILE, stateful
 from tests.safety.upgrade.variants import STATEFUL_TYPES
 

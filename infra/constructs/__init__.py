@@ -1,0 +1,1 @@
+"""The constructs: one module per component (network, EKS, HyperPod, storage, observability, add-ons)."""

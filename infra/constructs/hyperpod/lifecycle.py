@@ -1,0 +1,169 @@
+"""Lifecycle scripts: the bucket HyperPod reads them from, their upload, and the synth-time checks on them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from aws_cdk import Aws, FeatureFlags, Fn, RemovalPolicy, Stack, Token
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from aws_cdk.region_info import RegionInfo
+from constructs import Construct
+
+from infra.config import LifecycleOptions
+from infra.constructs.common import acknowledge, nag_name
+from infra.constructs.hyperpod.lifecycle_render import render_lifecycle_env
+from infra.errors import ConfigError
+
+LIFECYCLE_PREFIX = "lifecycle"
+CONFIG_FILE_NAME = "lifecycle_config.env"
+
+
+def check_lifecycle_dir(directory: Path, on_create: str) -> Path:
+    """Refuse, at synth, a scripts directory HyperPod would fail on with an opaque node error."""
+    key = "hyperpod.lifecycle_scripts_dir"
+    if not directory.is_dir():
+        raise ConfigError(key, str(directory), "no such directory")
+    script = directory / on_create
+    if not script.is_file():
+        raise ConfigError("hyperpod.on_create_script", on_create, f"not found in {directory}")
+    if not os.access(script, os.X_OK):
+        raise ConfigError("hyperpod.on_create_script", str(script), "not executable (chmod +x it)")
+    for path in sorted(directory.rglob("*")):
+        if path.is_file() and path.suffix in {".sh", ".env", ""} and b"\r\n" in path.read_bytes():
+            raise ConfigError(key, str(path), f"{path.name} has CRLF line endings; convert it to LF")
+    return script
+
+
+def lifecycle_bucket_name(hyperpod_cluster_name: str) -> str:
+    """``sagemaker-<cluster>-<stack>-<account>-<region>``: ``<stack>`` is the first block of the stack's UUID.
+
+    The managed instance policy reads only ``sagemaker-*`` buckets, so the name cannot be left to CloudFormation
+    entirely; the stack's UUID makes it differ per stack creation, so a bucket kept by an earlier
+    ``cdk destroy`` never blocks the next deploy with AlreadyExists. AWS::StackId is
+    ``arn:<partition>:cloudformation:<region>:<account>:stack/<name>/<uuid>``
+    (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/pseudo-parameter-reference.html); its first
+    UUID block is 8 hex digits. Lengths: 9 + 16 + 8 + 12 + at most 14 (region) + 4 dashes = 63, S3's maximum
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+    """
+    stack_uuid = Fn.select(2, Fn.split("/", Aws.STACK_ID))
+    return Fn.join("-", ["sagemaker", hyperpod_cluster_name.lower()[:16], Fn.select(0, Fn.split("-", stack_uuid)),
+                         Aws.ACCOUNT_ID, Aws.REGION])
+
+
+class LifecycleScripts(Construct):
+    """A `sagemaker-` bucket holding the lifecycle scripts of this repository under ``lifecycle/``.
+
+    The bucket is named by ``lifecycle_bucket_name`` (the managed instance policy reads only ``sagemaker-*``
+    buckets; the execution role is also granted read of the prefix explicitly), encrypted
+    (SSE-S3), versioned, TLS-only, with public access blocked and server access logs in a second bucket.
+    With ``removal_policy`` DESTROY both buckets are emptied of every object version before CloudFormation
+    deletes them (aws-cdk-lib's ``auto_delete_objects``), else a versioned bucket ends DELETE_FAILED.
+    The scripts directory is checked at synth (``check_lifecycle_dir``) and uploaded at deploy time with
+    the rendered ``lifecycle_config.env`` beside them; nothing is fetched from the internet.
+
+    Pass ``bucket`` to use an existing bucket instead of creating one.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        hyperpod_cluster_name: str,
+        scripts_dir: Path,
+        on_create: str,
+        options: LifecycleOptions,
+        bucket: s3.IBucket | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        scripts_dir = scripts_dir.resolve()  # the packaged copy is a link to the repository's scripts
+        check_lifecycle_dir(scripts_dir, on_create)
+        self.on_create = on_create
+        self.access_log_bucket: s3.Bucket | None = None
+        # aws-cdk-lib's handler lists object versions and delete markers, denies s3:PutObject (server access
+        # log delivery included) and deletes them all (aws/aws-cdk@3681826a:packages/@aws-cdk/
+        # custom-resource-handlers/lib/aws-s3/auto-delete-objects-handler/index.ts).
+        disposable = removal_policy == RemovalPolicy.DESTROY
+        if bucket is None:
+            self.access_log_bucket = s3.Bucket(
+                self,
+                "AccessLogs",
+                encryption=s3.BucketEncryption.S3_MANAGED,
+                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                enforce_ssl=True,
+                versioned=True,
+                object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+                removal_policy=removal_policy,
+                auto_delete_objects=disposable,
+            )
+            acknowledge(
+                self.access_log_bucket, "AwsSolutions-S1",
+                "This bucket receives the lifecycle bucket's server access logs; logging it to itself would loop.",
+            )
+            bucket = s3.Bucket(
+                self,
+                "Bucket",
+                bucket_name=lifecycle_bucket_name(hyperpod_cluster_name),
+                encryption=s3.BucketEncryption.S3_MANAGED,
+                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+                enforce_ssl=True,
+                versioned=True,
+                server_access_logs_bucket=self.access_log_bucket,
+                server_access_logs_prefix="lifecycle-bucket/",
+                removal_policy=removal_policy,
+                auto_delete_objects=disposable,
+            )
+        self.bucket = bucket
+        # The upload function logs to a group of ours, created before it, with the stacks' retention and
+        # removal policy. Without it, Lambda creates /aws/lambda/<function> on the first upload, and the
+        # group that the flag @aws-cdk/aws-lambda:useCdkManagedLogGroup adds under that name (2 years'
+        # retention, nothing ordering the upload after it) can then fail with "already exists"
+        # (aws-cdk-lib 2.275.0 cx-api/FEATURE_FLAGS.md, and the synthesized template).
+        self.log_group = logs.LogGroup(self, "UploadLogs", retention=log_retention, removal_policy=removal_policy)
+        self.deployment = s3deploy.BucketDeployment(
+            self,
+            "Upload",
+            destination_bucket=bucket,
+            destination_key_prefix=f"{LIFECYCLE_PREFIX}/",
+            sources=[
+                s3deploy.Source.asset(str(scripts_dir), exclude=["*.md", "*.example", ".*"]),
+                s3deploy.Source.data(CONFIG_FILE_NAME, render_lifecycle_env(options)),
+            ],
+            prune=True,
+            retain_on_delete=removal_policy == RemovalPolicy.RETAIN,
+            log_group=self.log_group,
+        )
+        self._acknowledge_deployment_handler(bucket)
+        self.source_s3_uri = f"s3://{bucket.bucket_name}/{LIFECYCLE_PREFIX}/"
+        self.prefix_arn = bucket.arn_for_objects(f"{LIFECYCLE_PREFIX}/*")
+
+    def _acknowledge_deployment_handler(self, bucket: s3.IBucket) -> None:
+        """Findings on the upload function aws-cdk-lib's BucketDeployment creates (its code, not ours)."""
+        stack = Stack.of(self)
+        handler = next(c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment"))
+        acknowledge(handler, "AwsSolutions-L1",
+                    "BucketDeployment's handler runtime is set by aws-cdk-lib and moves with library upgrades.")
+        role = self.deployment.handler_role
+        acknowledge(
+            role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "BucketDeployment's handler uses the basic execution policy only to write its own logs.",
+        )
+        for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*", "s3:Abort*", "s3:DeleteObject*"):
+            acknowledge(role, f"AwsSolutions-IAM5[Action::{action}]",
+                        "aws-cdk-lib's grantRead/grantWrite action groups, limited to the asset bucket object "
+                        "and the lifecycle bucket.")
+        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
+        literal = FeatureFlags.of(stack).is_enabled("@aws-cdk/core:enablePartitionLiterals")
+        partition = RegionInfo.get(region).partition if literal and not region.startswith("<") else "<AWS::Partition>"
+        acknowledge(role, f"AwsSolutions-IAM5[Resource::arn:{partition}:s3:::cdk-hnb659fds-assets-{account}-"
+                          f"{region}/*]",
+                    "The scripts' zip is a CDK asset whose object key is a content hash.")
+        acknowledge(role, f"AwsSolutions-IAM5[Resource::{nag_name(self, bucket.bucket_arn)}/*]",
+                    "The upload writes and prunes the lifecycle scripts, whose names come from the repository.")
