@@ -16,15 +16,12 @@ from typing import Annotated, Literal
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from infra.config.base import StrictModel, refusal
+from infra.facts import addons
 
-# The EKS add-ons each key installs (the one list of their names: the constructs in infra/constructs/addons.py and hpctl
-# preflight read it). Names: AWS's Terraform modules, awslabs/awsome-distributed-training@
-# 0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/
-# modules/hyperpod_training_operator/main.tf and modules/hyperpod_cluster/cert_manager.tf (cert-manager, "required
-# for HPTO"); https://docs.aws.amazon.com/eks/latest/userguide/mountpoint-for-s3-add-on.html for the S3 driver.
-TRAINING_OPERATOR_ADDON = "amazon-sagemaker-hyperpod-training-operator"
-CERT_MANAGER_ADDON = "cert-manager"
-S3_CSI_ADDON = "aws-mountpoint-s3-csi-driver"
+# The EKS add-ons each key installs: their one declaration is infra/facts/addons.py.
+TRAINING_OPERATOR_ADDON = addons.TRAINING_OPERATOR.name
+CERT_MANAGER_ADDON = addons.CERT_MANAGER.name
+S3_CSI_ADDON = addons.S3_CSI.name
 
 # A general purpose bucket's ARN: Mountpoint's IAM example grants s3:ListBucket on exactly this form
 # (awslabs/mountpoint-s3@58817cab2fc3020a422d8aa14049a86b296f4498:doc/CONFIGURATION.md, "IAM permissions").
@@ -32,10 +29,7 @@ S3_CSI_ADDON = "aws-mountpoint-s3-csi-driver"
 S3_BUCKET_ARN = r"^arn:aws[a-z-]*:s3:::[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
 
 
-# The EKS add-on's name, as AWS's Terraform module installs it (awslabs/awsome-distributed-training@
-# 0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/
-# hyperpod-eks-tf/modules/task_governance/main.tf, aws_eks_addon.task_governance).
-TASK_GOVERNANCE_ADDON = "amazon-sagemaker-hyperpod-taskgovernance"
+TASK_GOVERNANCE_ADDON = addons.TASK_GOVERNANCE.name
 
 # HyperPod task governance creates one Kubernetes namespace per team, "hyperpod-ns-<TeamName>" (cfn-lint's
 # AWS::SageMaker::ComputeQuota schema, ComputeQuotaTarget.TeamName description).

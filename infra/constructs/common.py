@@ -1,12 +1,11 @@
-"""Small shared pieces the constructs use: log retention, removal policy, cdk-nag acknowledgments, the role of
-one Kubernetes service account."""
+"""Small shared pieces the constructs use: log retention, removal policy, ARNs of log groups, cdk-nag
+acknowledgments."""
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, ArnFormat, Aws, RemovalPolicy, Stack, Validations
-from aws_cdk import aws_iam as iam
+from aws_cdk import Acknowledgment, ArnFormat, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_logs as logs
-from constructs import Construct, IConstruct
+from constructs import IConstruct
 
 from infra.config import RETENTION_DAYS
 from infra.facts.intrinsics import UNKNOWN, render
@@ -45,28 +44,3 @@ def nag_name(scope: IConstruct, value: str) -> str:
 def acknowledge(scope: IConstruct, finding: str, reason: str, pack: str = "AwsSolutions") -> None:
     """Acknowledge one cdk-nag finding on ``scope`` (and only its own resources) with a checkable reason."""
     Validations.of(scope).acknowledge(Acknowledgment(id=f"{pack}::{finding}", reason=reason))
-
-
-def service_account_role(
-    scope: Construct, construct_id: str, *, cluster_name: str, namespace: str, service_account: str, description: str,
-) -> iam.Role:
-    """A role EKS Pod Identity gives only to ``namespace/service_account`` of the EKS cluster ``cluster_name``.
-
-    Pod Identity tags every session with the cluster ARN, namespace and service account
-    (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html, "List of session tags added by EKS Pod
-    Identity"); the trust policy matches them as aws:RequestTag/<key>, as AWS's own example does
-    (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html, "Setting Conditions"). aws:SourceAccount
-    as on the add-on roles of observability. The cluster ARN is built from the name the caller's add-on already
-    reads: no second cross-stack reference.
-    """
-    return iam.Role(
-        scope, construct_id,
-        assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions({"StringEquals": {
-            "aws:SourceAccount": Aws.ACCOUNT_ID,
-            "aws:RequestTag/eks-cluster-arn": Stack.of(scope).format_arn(
-                service="eks", resource="cluster", resource_name=cluster_name),
-            "aws:RequestTag/kubernetes-namespace": namespace,
-            "aws:RequestTag/kubernetes-service-account": service_account,
-        }}).with_session_tags(),
-        description=description,
-    )

@@ -13,12 +13,14 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.constructs.addon import EksAddon
 from infra.constructs.common import acknowledge
 from infra.errors import ConfigError
+from infra.facts import addons
 from infra.facts.names import eks_control_plane_log_group
 
 # Add-ons the control plane needs before HyperPod nodes join. HyperPod supports only the VPC CNI.
-CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
+CORE_ADDONS = tuple(addon.name for addon in addons.CORE)
 
 ALL_LOG_TYPES = [
     eks.ClusterLoggingTypes.API,
@@ -135,15 +137,14 @@ class EksControlPlane(Construct):
             # eks_v2 always writes API; the L1 escape hatch is the documented way to change it.
             self.cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", authentication_mode)
 
-        self.addons: dict[str, eks.Addon] = {}
-        for name in CORE_ADDONS:
-            self.addons[name] = eks.Addon(
-                self,
-                f"Addon-{name}",
-                cluster=self.eks_cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
-                addon_name=name,
-                addon_version=(addon_versions or {}).get(name),
-                preserve_on_delete=True,
+        self.addons: dict[str, EksAddon] = {}
+        for addon in addons.CORE:
+            # Inside a construct named Addon-<name>, as the ID "Resource": the logical IDs aws_eks_v2.Addon gave these
+            # add-ons when it built them, which deployed clusters carry.
+            holder = Construct(self, f"Addon-{addon.name}")
+            self.addons[addon.name] = EksAddon(
+                holder, "Resource", addon=addon, eks_cluster_name=self.eks_cluster.cluster_name,
+                version=(addon_versions or {}).get(addon.name), preserve_on_delete=True, resolve_conflicts=None,
             )
 
         self.admin_access_entries: list[eks.AccessEntry] = []

@@ -10,7 +10,6 @@ from aws_cdk import Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
-from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_events as events
 from aws_cdk import aws_grafana as grafana
 from aws_cdk import aws_iam as iam
@@ -19,33 +18,21 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import custom_resources as cr
+from aws_cdk.aws_eks import CfnAddon
 from aws_cdk.interfaces import aws_events as events_refs
 from constructs import Construct
 
 from infra.config import AlertsConfig, GrafanaConfig, GrafanaNetworkAccess, PrometheusConfig
+from infra.constructs.addon import EksAddon
 from infra.constructs.common import acknowledge, log_group_arn, nag_name, retention
 from infra.constructs.grafana_content import GrafanaContent
-from infra.constructs.observability_addon import HYPERPOD_OBSERVABILITY_ADDON, addon_configuration, prometheus_endpoint
+from infra.constructs.observability_addon import addon_configuration, prometheus_endpoint
 from infra.errors import ConfigError
+from infra.facts.addons import CONTAINER_INSIGHTS, HYPERPOD_OBSERVABILITY
 from infra.facts.names import cluster_log_groups, container_insights_log_groups
 
-CONTAINER_INSIGHTS_ADDON = "amazon-cloudwatch-observability"
-CONTAINER_INSIGHTS_SERVICE_ACCOUNT = "cloudwatch-agent"
-HYPERPOD_COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 EVENT_SOURCE = "aws.sagemaker"
 EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Event"
-
-
-def pod_identity_role(scope: Construct, construct_id: str, *, eks_cluster_arn: str, description: str) -> iam.Role:
-    """A role only EKS Pod Identity can assume, and only for pods of this EKS cluster."""
-    principal = iam.ServicePrincipal("pods.eks.amazonaws.com").with_conditions({
-        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID, "aws:SourceArn": eks_cluster_arn},
-    })
-    role = iam.Role(scope, construct_id, assumed_by=principal, description=description)
-    role.assume_role_policy.add_statements(iam.PolicyStatement(  # type: ignore[union-attr]
-        actions=["sts:TagSession"], principals=[principal],
-    ))
-    return role
 
 
 class ContainerInsights(Construct):
@@ -66,8 +53,14 @@ class ContainerInsights(Construct):
                           removal_policy=removal_policy)
             for name in container_insights_log_groups(eks_cluster_name)
         ]
-        self.role = pod_identity_role(self, "AgentRole", eks_cluster_arn=eks_cluster_arn,
-                                      description="CloudWatch agent of Container Insights (Pod Identity)")
+        self.agent = EksAddon(
+            self, "Addon", addon=CONTAINER_INSIGHTS, eks_cluster_name=eks_cluster_name,
+            eks_cluster_arn=eks_cluster_arn, role_id="AgentRole",
+            role_description="CloudWatch agent of Container Insights (Pod Identity)",
+        )
+        assert self.agent.role is not None
+        self.role = self.agent.role
+        self.addon = self.agent.addon
         self.policy = iam.Policy(self, "AgentPolicy", roles=[self.role], statements=[
             iam.PolicyStatement(
                 sid="ContainerInsightsMetrics", actions=["cloudwatch:PutMetricData"], resources=["*"],
@@ -92,14 +85,8 @@ class ContainerInsights(Construct):
         for resource in (f"{prefix}/*", f"{prefix}/*:log-stream:*"):
             acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, log_group_arn(self, resource))}]",
                         "The agent names streams per node and pod; the groups are this cluster's only.")
-        self.addon = eks_l1.CfnAddon(
-            self, "Addon", addon_name=CONTAINER_INSIGHTS_ADDON, cluster_name=eks_cluster_name,
-            resolve_conflicts="OVERWRITE", preserve_on_delete=False,
-            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
-                role_arn=self.role.role_arn, service_account=CONTAINER_INSIGHTS_SERVICE_ACCOUNT)],
-        )
-        for group in self.log_groups:
-            self.addon.node.add_dependency(group)
+        # The agents write to the groups this stack owns, so that their retention is the stack's; the policy first.
+        self.addon.node.add_dependency(*self.log_groups, self.policy)
 
 
 class ManagedPrometheus(Construct):
@@ -129,11 +116,34 @@ class ManagedPrometheus(Construct):
                 log_group_arn=f"{self.log_group.log_group_arn}"),
         )
         self.workspace.apply_removal_policy(removal_policy)
-        self.collector_role = pod_identity_role(
-            self, "CollectorRole", eks_cluster_arn=eks_cluster_arn,
-            description="HyperPod observability collector: remote write to one AMP workspace (Pod Identity)")
+        self.metrics = metrics or PrometheusConfig()
+        self.eks_cluster_name = eks_cluster_name
+        self.eks_cluster_arn = eks_cluster_arn
+        self.hyperpod_cluster_name = hyperpod_cluster_name
+        self.collector: EksAddon | None = None
+        self.collector_role: iam.Role | None = None
+        self.collector_policy: iam.Policy | None = None
+        self.addon: CfnAddon | None = None
+
+    def add_hyperpod_observability_addon(self, grafana: ManagedGrafana | None) -> CfnAddon:
+        """Install the HyperPod observability add-on writing to this workspace, its collector on a Pod Identity role
+        (after the HyperPod cluster)."""
+        # AWS's module strips the endpoint's trailing slash (trimsuffix in main.tf); the attribute has one, so the
+        # endpoint is built from the workspace ID instead.
+        endpoint = prometheus_endpoint(Aws.REGION, Aws.URL_SUFFIX, self.workspace.attr_workspace_id)
+        configuration = addon_configuration(
+            self.metrics, prometheus_endpoint=endpoint, prometheus_arn=self.workspace.attr_arn,
+            grafana_workspace=(grafana.workspace_name, grafana.workspace_arn) if grafana else None,
+        )
+        self.collector = EksAddon(
+            self, "HyperPodObservabilityAddon", addon=HYPERPOD_OBSERVABILITY, eks_cluster_name=self.eks_cluster_name,
+            eks_cluster_arn=self.eks_cluster_arn, configuration=configuration, role_id="CollectorRole",
+            role_description="HyperPod observability collector: remote write to one AMP workspace (Pod Identity)",
+        )
+        assert self.collector.role is not None
+        self.collector_role = self.collector.role
         # This HyperPod cluster's groups only (/aws/sagemaker/Clusters/<name>/<id>), not every cluster's.
-        clusters_prefix = f"/aws/sagemaker/Clusters/{hyperpod_cluster_name}/*"
+        clusters_prefix = f"/aws/sagemaker/Clusters/{self.hyperpod_cluster_name}/*"
         clusters_logs = [log_group_arn(self, clusters_prefix), log_group_arn(self, f"{clusters_prefix}:log-stream:*")]
         self.collector_policy = iam.Policy(self, "CollectorPolicy", roles=[self.collector_role], statements=[
             iam.PolicyStatement(sid="RemoteWriteThisWorkspace", actions=["aps:RemoteWrite"],
@@ -154,26 +164,7 @@ class ManagedPrometheus(Construct):
         for resource in clusters_logs:
             acknowledge(self.collector_policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, resource)}]",
                         "HyperPod names the cluster log group after the cluster id, known only after creation.")
-        self.metrics = metrics or PrometheusConfig()
-        self.eks_cluster_name = eks_cluster_name
-        self.addon: eks_l1.CfnAddon | None = None
-
-    def add_hyperpod_observability_addon(self, grafana: ManagedGrafana | None) -> eks_l1.CfnAddon:
-        """Install the HyperPod observability add-on writing to this workspace (after the HyperPod cluster)."""
-        # AWS's module strips the endpoint's trailing slash (trimsuffix in main.tf); the attribute has one, so the
-        # endpoint is built from the workspace ID instead.
-        endpoint = prometheus_endpoint(Aws.REGION, Aws.URL_SUFFIX, self.workspace.attr_workspace_id)
-        configuration = addon_configuration(
-            self.metrics, prometheus_endpoint=endpoint, prometheus_arn=self.workspace.attr_arn,
-            grafana_workspace=(grafana.workspace_name, grafana.workspace_arn) if grafana else None,
-        )
-        self.addon = eks_l1.CfnAddon(
-            self, "HyperPodObservabilityAddon", addon_name=HYPERPOD_OBSERVABILITY_ADDON,
-            cluster_name=self.eks_cluster_name, resolve_conflicts="OVERWRITE", preserve_on_delete=False,
-            configuration_values=Stack.of(self).to_json_string(configuration),
-            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
-                role_arn=self.collector_role.role_arn, service_account=HYPERPOD_COLLECTOR_SERVICE_ACCOUNT)],
-        )
+        self.addon = self.collector.addon
         self.addon.node.add_dependency(self.collector_policy)
         return self.addon
 

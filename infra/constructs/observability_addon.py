@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from infra.config import PrometheusConfig
+from infra.facts.addons import HYPERPOD_OBSERVABILITY
 
-HYPERPOD_OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
+HYPERPOD_OBSERVABILITY_ADDON = HYPERPOD_OBSERVABILITY.name
 
 # The add-on's configuration keys, as AWS's Terraform module sends them (awslabs/awsome-distributed-training@
 # 0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/

@@ -7,14 +7,15 @@ from typing import Any, Literal
 
 from aws_cdk import Aws, CfnOutput, Fn, RemovalPolicy, Tags
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from infra.constructs.common import acknowledge, service_account_role
+from infra.constructs.addon import EksAddon
+from infra.constructs.common import acknowledge
+from infra.facts.addons import FSX_CSI
 
 # The local chart that creates the namespace, the static PersistentVolume and its claim.
 STORAGE_CHART_DIR = Path(__file__).parent / "storage_chart"
@@ -24,10 +25,7 @@ STORAGE_RELEASE_NAME = "hyperpod-shared-storage"
 # own Namespace object would then be refused ("exists and cannot be imported into the current release").
 STORAGE_RELEASE_NAMESPACE = "kube-system"
 
-CSI_DRIVER_ADDON = "aws-fsx-csi-driver"
 CSI_DRIVER_NAME = "fsx.csi.aws.com"
-CSI_CONTROLLER_NAMESPACE = "kube-system"
-CSI_CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 # Lustre release of the file system; clients of 2.12 and 2.15 mount it.
 LUSTRE_VERSION = "2.15"
 # Every change in the bucket reaches the file system. Changes on the file system reach the bucket, but a
@@ -178,11 +176,14 @@ class FsxCsiDriver(Construct):
         addon_version: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.role = service_account_role(
-            self, "ControllerRole", cluster_name=eks_cluster.cluster_name, namespace=CSI_CONTROLLER_NAMESPACE,
-            service_account=CSI_CONTROLLER_SERVICE_ACCOUNT,
-            description="FSx for Lustre CSI controller (EKS Pod Identity): describes file systems, changes none",
+        self.driver = EksAddon(
+            self, "Addon", addon=FSX_CSI, eks_cluster_name=eks_cluster.cluster_name, version=addon_version,
+            role_id="ControllerRole",
+            role_description="FSx for Lustre CSI controller (EKS Pod Identity): describes file systems, changes none",
         )
+        assert self.driver.role is not None
+        self.role = self.driver.role
+        self.addon = self.driver.addon
         # Read only: the volume is statically provisioned and never expanded through Kubernetes (the claim has
         # no StorageClass), so the controller has no use for fsx:UpdateFileSystem; capacity grows in the stack.
         # The controller does describe file systems: NewCloud starts pollFileSystems, which lists every file
@@ -202,19 +203,6 @@ class FsxCsiDriver(Construct):
             self.role, "AwsSolutions-IAM5[Resource::*]",
             "fsx:DescribeFileSystems takes no resource type (Service Authorization Reference, Amazon FSx): only "
             "Resource * matches; the role has no other FSx action.",
-        )
-        self.addon = eks_l1.CfnAddon(
-            self, "Addon",
-            addon_name=CSI_DRIVER_ADDON,
-            cluster_name=eks_cluster.cluster_name,
-            addon_version=addon_version,
-            # Take over a driver someone installed by hand rather than fail the deployment.
-            resolve_conflicts="OVERWRITE",
-            # Removed with the stack: the volume release that uses it is uninstalled first.
-            preserve_on_delete=False,
-            pod_identity_associations=[eks_l1.CfnAddon.PodIdentityAssociationProperty(
-                role_arn=self.role.role_arn, service_account=CSI_CONTROLLER_SERVICE_ACCOUNT,
-            )],
         )
         # The association needs the role's policy in place before the controller first calls FSx.
         self.addon.node.add_dependency(self.role)

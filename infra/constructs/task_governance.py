@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aws_cdk import CfnResource
-from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from infra.config import TASK_GOVERNANCE_ADDON, PriorityClass, TeamConfig, compute_quota_name
+from infra.config import PriorityClass, TeamConfig, compute_quota_name
+from infra.constructs.addon import EksAddon
 from infra.constructs.common import acknowledge
+from infra.facts.addons import TASK_GOVERNANCE
 
 # aws-cdk-lib 2.275 has no L1 class for it (CfnComputeQuota arrived in 2.276.0 per its API reference,
 # https://docs.aws.amazon.com/cdk/api/v2/docs/aws-cdk-lib.aws_sagemaker.CfnComputeQuota.ResourceSharingConfigProperty.md).
@@ -55,15 +56,10 @@ class HyperPodTaskGovernance(Construct):
         # No IAM role: AWS's Terraform module installs the add-on without a pod identity association
         # (awslabs/awsome-distributed-training@0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/
         # 7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/modules/task_governance/main.tf).
-        self.addon = eks_l1.CfnAddon(
-            self, "Addon",
-            addon_name=TASK_GOVERNANCE_ADDON,
-            cluster_name=eks_cluster_name,
-            addon_version=addon_version,
-            # As AWS's module does (resolve_conflicts_on_create/update = "OVERWRITE").
-            resolve_conflicts="OVERWRITE",
-            preserve_on_delete=False,
-        )
+        # resolve_conflicts OVERWRITE as AWS's module does (resolve_conflicts_on_create/update = "OVERWRITE").
+        self.kueue = EksAddon(self, "Addon", addon=TASK_GOVERNANCE, eks_cluster_name=eks_cluster_name,
+                              version=addon_version)
+        self.addon = self.kueue.addon
         self.scheduler_config = sagemaker.CfnClusterSchedulerConfig(
             self, "SchedulerConfig",
             name=name,

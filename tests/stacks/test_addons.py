@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 from infra.config.addons import CERT_MANAGER_ADDON, S3_CSI_ADDON, TRAINING_OPERATOR_ADDON
-from infra.constructs.addons import (
-    S3_CSI_NAMESPACE,
-    S3_CSI_SERVICE_ACCOUNT,
-    TRAINING_OPERATOR_NAMESPACE,
-    TRAINING_OPERATOR_SERVICE_ACCOUNT,
-)
+from infra.facts.addons import S3_CSI, TRAINING_OPERATOR
+
+assert S3_CSI.pod_identity is not None and TRAINING_OPERATOR.pod_identity is not None
+S3_CSI_NAMESPACE, S3_CSI_SERVICE_ACCOUNT = S3_CSI.pod_identity.namespace, S3_CSI.pod_identity.service_account
+TRAINING_OPERATOR_NAMESPACE = TRAINING_OPERATOR.pod_identity.namespace
+TRAINING_OPERATOR_SERVICE_ACCOUNT = TRAINING_OPERATOR.pod_identity.service_account
 
 BUCKETS = ["arn:aws:s3:::example-datasets", "arn:aws:s3:::example-models"]
 

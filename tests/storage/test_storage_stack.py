@@ -177,8 +177,8 @@ def test_csi_driver_addon_runs_on_its_own_pod_identity_role_that_only_describes_
     assert tags["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
     assert tags["aws:RequestTag/kubernetes-namespace"] == "kube-system"
     assert tags["aws:RequestTag/kubernetes-service-account"] == "fsx-csi-controller-sa"
-    assert ":cluster/" in json.dumps(tags["aws:RequestTag/eks-cluster-arn"])
-    assert tags["aws:RequestTag/eks-cluster-arn"]["Fn::Join"][1][-1] == addon["ClusterName"]
+    assert ":cluster/" in json.dumps(tags["aws:SourceArn"])
+    assert tags["aws:SourceArn"]["Fn::Join"][1][-1] == addon["ClusterName"]
     policies = [r for r in resources.values()
                 if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]]
     (statement,) = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
