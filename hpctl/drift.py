@@ -6,13 +6,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hpctl.cluster import deployed_instance_types
-from infra.guards.create_only import HYPERPOD_GROUP_CREATE_ONLY, refused_version_change
+from infra.guards.create_only import refused_group_fields, refused_version_change
 
 # Effects, from harmless to destructive.
 UPDATE = "update"  # UpdateCluster in place
 ADD = "add group"
 REMOVE = "remove group"  # deletes the group's nodes
-REFUSED = "HYPERPOD REFUSES: new group"  # fixed in an existing group (infra.guards.create_only): the deploy fails
+REFUSED = "HYPERPOD REFUSES: new group"  # refused_group_fields (infra.guards.create_only): the deploy fails
 BUSY = "HYPERPOD REFUSES: nodes run on it"  # a dropped type of a flexible group that still has nodes
 CREATE = "create cluster"
 EKS_REFUSES = "EKS REFUSES: more than one minor version"  # infra.guards.create_only.refused_version_change
@@ -44,9 +44,11 @@ def _group_config(group: Any) -> dict[str, Any]:
     }
 
 
-# Config field -> the API's name for it in DescribeCluster's instance groups.
-_API_NAMES = {"instance_type": "InstanceType", "fallback_instance_types": "InstanceRequirements",
-              "threads_per_core": "ThreadsPerCore"}
+# Config field -> the fields of a group as a template writes it (and the replacement guard compares them) that
+# carry it.
+_TEMPLATE_FIELDS = {"instance_type": ("InstanceType", "InstanceRequirements"),
+                    "fallback_instance_types": ("InstanceType", "InstanceRequirements"),
+                    "threads_per_core": ("ThreadsPerCore",)}
 
 
 def _group_deployed(group: dict[str, Any]) -> dict[str, Any]:
@@ -74,17 +76,28 @@ def _scheduled_update(deployed: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**deployed, "DeploymentConfig": deployment} if deployment else dict(deployed)
 
 
-# Fixed inside an existing instance group (infra.guards.create_only): HyperPod's UpdateCluster does not change them.
-_FIXED_FIELDS = {field for field, api in _API_NAMES.items() if api in HYPERPOD_GROUP_CREATE_ONLY}
-
-
-# The list of types of a group flexible on both sides may change (infra.guards.create_only: refused_group_fields).
-_TYPE_FIELDS = ("instance_type", "fallback_instance_types")
-
-
 def _flexible(live_group: dict[str, Any]) -> bool:
     """A described group with a list of types (botocore's ClusterInstanceGroupDetails: InstanceRequirements)."""
     return not live_group.get("InstanceType") and bool(live_group.get("InstanceRequirements"))
+
+
+def _template_group_live(live_group: dict[str, Any]) -> dict[str, Any]:
+    """The fields of _TEMPLATE_FIELDS of a described group as the template writes them: one InstanceType, or a
+    list of types in InstanceRequirements (DescribeCluster reports it as DesiredInstanceTypes)."""
+    types = deployed_instance_types(live_group)
+    flexible = _flexible(live_group)
+    return {"InstanceType": None if flexible else live_group.get("InstanceType"),
+            "InstanceRequirements": {"InstanceTypes": types} if flexible else None,
+            "ThreadsPerCore": live_group.get("ThreadsPerCore")}
+
+
+def _template_group_config(group: Any) -> dict[str, Any]:
+    """The same fields for a group of the config (infra/constructs/hyperpod/cluster.py writes a group with
+    fallback types as InstanceRequirements and no InstanceType)."""
+    flexible = bool(group.fallback_instance_types)
+    return {"InstanceType": None if flexible else group.instance_type,
+            "InstanceRequirements": {"InstanceTypes": list(group.instance_types)} if flexible else None,
+            "ThreadsPerCore": group.threads_per_core}
 
 
 def removed_types(deployed: dict[str, Any] | None, cfg: Any) -> dict[str, set[str]]:
@@ -129,14 +142,15 @@ def compare(deployed: dict[str, Any] | None, cfg: Any,
             )
             continue
         have = _group_deployed(live[name])
-        list_edit = bool(group.fallback_instance_types) and _flexible(live[name])
+        # The replacement guard's rule for a deployed group (the same function), on the fields drift can see.
+        refused_fields = set(refused_group_fields(_template_group_live(live[name]), _template_group_config(group)))
         for field, value in want.items():
             if have[field] is None and field == "threads_per_core":
                 continue  # not reported by the API: nothing to compare
             if field == "image_id" and value in (None, "default"):
                 continue  # the API reports the AMI HyperPod chose, the config names none
             if have[field] != value:
-                fixed = field in _FIXED_FIELDS and not (list_edit and field in _TYPE_FIELDS)
+                fixed = bool(refused_fields & set(_TEMPLATE_FIELDS.get(field, ())))
                 changes.append(Change(name, field, have[field], value, REFUSED if fixed else UPDATE))
         busy = sorted((running or {}).get(name, set()) & removed.get(name, set()))
         if busy:

@@ -39,7 +39,8 @@ from infra.constructs.observability_addon import (
     config_key,
     prometheus_endpoint,
 )
-from infra.guards.create_only import dotted, group_volume_key, refused_group_fields, refused_version_change
+from infra.errors import ConfigError
+from infra.guards import replacement as engine
 from infra.runtime.chart_installer.handler import github_archive_url
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -510,159 +511,93 @@ def check_identity_center(cfg: Any, clients: Any) -> list[Check]:
     return [Check("identity-center", PASS, f"IAM Identity Center instance {active[0].get('InstanceArn')}")]
 
 
-# --- Would the new synth replace the EKS or HyperPod cluster? ---------------------------------------
+# --- Would the deploy replace a stateful resource, or make a change AWS refuses? -------------------------------
+# The replacement engine of synth's guard (infra/guards/replacement.py): the deployed templates of every stack of the
+# project (cloudformation:GetTemplate) against this synth's, with the same snapshot, findings and reasons.
 
-# Create-only properties (a change replaces the resource), from the CloudFormation resource schemas.
-EKS_CREATE_ONLY = dotted("AWS::EKS::Cluster")
-# Updatable in place, but EKS only accepts subnets in the AZs chosen at creation: a risky change.
-EKS_RESTRICTED = ("ResourcesVpcConfig.SubnetIds", "ResourcesVpcConfig.SecurityGroupIds")
-# The stack suffix and the stateful resource type each replacement check looks at.
-REPLACEMENT_CHECKS = (("eks", "AWS::EKS::Cluster"), ("hyperpod", "AWS::SageMaker::Cluster"),
-                      ("storage", "AWS::FSx::FileSystem"))
-
-_MISSING = object()
-
-
-def _get(props: dict[str, Any], path: str) -> Any:
-    value: Any = props
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return _MISSING
-        value = value[part]
-    return value
-
-
-def _resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
-    return {
-        logical_id: res.get("Properties", {}) or {}
-        for logical_id, res in (template.get("Resources") or {}).items()
-        if isinstance(res, dict) and res.get("Type") == resource_type
-    }
-
-
-def _changed(old: dict[str, Any], new: dict[str, Any], paths: tuple[str, ...]) -> list[str]:
-    return [p for p in paths if _get(old, p) != _get(new, p)]
-
-
-def compare_templates(deployed: dict[str, Any], synth: dict[str, Any], resource_type: str) -> tuple[str, str]:
-    """(verdict, reason) for one resource type between the deployed and the synthesized template."""
-    old = _resources(deployed, resource_type)
-    new = _resources(synth, resource_type)
-    if not old:
-        return PASS, f"no {resource_type} deployed yet"
-    problems: list[str] = []
-    # changes HyperPod (to a group) or EKS (to the version) does not make (infra.guards.create_only)
-    fixed: list[str] = []
-    warnings: list[str] = []
-    for logical_id, old_props in old.items():
-        if logical_id not in new:
-            others = ", ".join(new) or "none"
-            problems.append(
-                f"logical ID {logical_id} disappears (new: {others}): the {resource_type} would be replaced"
-            )
-            continue
-        new_props = new[logical_id]
-        replaced = [f"{logical_id}.{p} changes" for p in _changed(old_props, new_props, dotted(resource_type))]
-        problems += replaced
-        if resource_type == "AWS::EKS::Cluster":
-            step = refused_version_change(old_props.get("Version"), new_props.get("Version"))
-            fixed += [f"{logical_id}.Version: {step}"] if step else []  # a replacement is reported first
-            warnings += [
-                f"{logical_id}.{p} changes (EKS accepts only subnets in the original AZs)"
-                for p in _changed(old_props, new_props, EKS_RESTRICTED)
-            ]
-        if resource_type == "AWS::SageMaker::Cluster":
-            if not replaced:  # a replaced cluster gets new groups: nothing of the old ones is kept
-                fixed += _group_changes(logical_id, old_props, new_props)
-            warnings += _group_removals(logical_id, old_props, new_props)
-    if problems:
-        return FAIL, "would REPLACE: " + "; ".join(problems)
-    if fixed and resource_type == "AWS::EKS::Cluster":
-        return FAIL, "EKS does not make this change to the deployed cluster: " + "; ".join(fixed)
-    if fixed:
-        return FAIL, "HyperPod does not change these on an existing instance group (add a new group): " + "; ".join(
-            fixed)
-    if warnings:
-        return WARN, "; ".join(warnings)
-    return PASS, f"{', '.join(old)}: same logical ID, create-only properties unchanged"
-
-
-def _group_changes(logical_id: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    old_groups = {g.get("InstanceGroupName"): g for g in old.get("InstanceGroups", []) if isinstance(g, dict)}
-    new_groups = {g.get("InstanceGroupName"): g for g in new.get("InstanceGroups", []) if isinstance(g, dict)}
-    problems = []
-    for name, group in old_groups.items():
-        if name in new_groups:
-            for p in refused_group_fields(group, new_groups[name]):
-                problems.append(f"{logical_id} group {name}: {p} changes")
-            if group_volume_key(group) != group_volume_key(new_groups[name]):
-                problems.append(f"{logical_id} group {name}: the KMS key of its EBS volumes changes (HyperPod cannot "
-                                "change it on an existing group)")
-    return problems
-
-
-def _group_removals(logical_id: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Groups with nodes that the synth drops (removed or renamed): the deploy terminates their nodes."""
-    kept = {g.get("InstanceGroupName") for g in new.get("InstanceGroups", []) if isinstance(g, dict)}
-    return [
-        f"{logical_id} group {g.get('InstanceGroupName')} is removed: its {g.get('InstanceCount')} nodes are terminated"
-        for g in old.get("InstanceGroups", [])
-        if isinstance(g, dict) and g.get("InstanceGroupName") not in kept and (g.get("InstanceCount") or 0) > 0
-    ]
+_VERDICTS = {engine.REFUSE: FAIL, engine.WARN: WARN}
 
 
 def _parse_body(body: Any) -> dict[str, Any]:
+    """GetTemplate's TemplateBody: botocore decodes a JSON body into a dict (botocore/handlers.py,
+    json_decode_template_body); a YAML one stays a string."""
     if isinstance(body, dict):
         return body
     try:
-        return json.loads(body)
+        parsed = json.loads(body)
     except ValueError:
-        return yaml.safe_load(body) or {}
+        parsed = yaml.safe_load(body)
+    return parsed if isinstance(parsed, dict) else {}
 
 
-def find_synth_template(cdk_out: Path, stack_name: str) -> Path | None:
-    direct = cdk_out / f"{stack_name}.template.json"
-    if direct.is_file():
-        return direct
+def synth_stacks(cdk_out: Path, project: str) -> dict[str, Path]:
+    """Stack name -> template file of every stack of ``project`` (``<project>-...``) in the cloud assembly's
+    manifest.json (artifacts of type aws:cloudformation:stack; the name is properties.stackName, else the artifact
+    ID, as the CDK CLI reads it)."""
     manifest = cdk_out / "manifest.json"
-    if manifest.is_file():
-        artifacts = json.loads(manifest.read_text(encoding="utf-8")).get("artifacts", {})
-        for artifact_id, artifact in artifacts.items():
-            props = artifact.get("properties", {}) if isinstance(artifact, dict) else {}
-            if artifact.get("type") == "aws:cloudformation:stack" and stack_name in (
-                props.get("stackName"),
-                artifact_id,
-                artifact.get("displayName"),
-            ):
-                candidate = cdk_out / props.get("templateFile", f"{artifact_id}.template.json")
-                if candidate.is_file():
-                    return candidate
-    return None
-
-
-def check_replacement(clients: Any, stack_name: str, resource_type: str, cdk_out: Path) -> list[Check]:
-    name = f"no-replace {stack_name}"
+    if not manifest.is_file():
+        return {}
     try:
-        body = clients("cloudformation").get_template(StackName=stack_name, TemplateStage="Original")[
-            "TemplateBody"
-        ]
-    except ClientError as error:
-        if is_not_found(error):
-            return [Check(name, PASS, "not deployed")]
-        raise
-    template_file = find_synth_template(cdk_out, stack_name)
-    if template_file is None:
-        return [
-            Check(
-                name, WARN, f"no synthesized {stack_name}.template.json in {cdk_out}: run `cdk synth` first"
-            )
-        ]
-    try:
-        synth = json.loads(template_file.read_text(encoding="utf-8"))
+        artifacts = json.loads(manifest.read_text(encoding="utf-8")).get("artifacts") or {}
     except ValueError as error:
-        raise UsageError(f"{template_file} is not a valid template ({error}): run `cdk synth` again") from None
-    verdict, reason = compare_templates(_parse_body(body), synth, resource_type)
-    return [Check(name, verdict, reason)]
+        raise UsageError(f"{manifest} is not valid JSON ({error}): run `cdk synth` again") from None
+    stacks = {}
+    for artifact_id, artifact in artifacts.items():
+        if not isinstance(artifact, dict) or artifact.get("type") != "aws:cloudformation:stack":
+            continue
+        props = artifact.get("properties") or {}
+        name = props.get("stackName") or artifact_id
+        if name.startswith(f"{project}-"):
+            stacks[name] = cdk_out / props.get("templateFile", f"{artifact_id}.template.json")
+    return stacks
+
+
+def _synth_template(path: Path) -> dict[str, Any]:
+    try:
+        template: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UsageError(f"cannot read {path} ({error.strerror}): run `cdk synth` again") from None
+    except ValueError as error:
+        raise UsageError(f"{path} is not a valid template ({error}): run `cdk synth` again") from None
+    return template
+
+
+def deployed_templates(clients: Any, stacks: list[str]) -> dict[str, dict[str, Any]]:
+    """The template CloudFormation holds for each stack that exists (TemplateStage Original: as the CDK wrote it);
+    a stack that does not exist is left out."""
+    cloudformation = clients("cloudformation")
+    templates = {}
+    for name in stacks:
+        try:
+            body = cloudformation.get_template(StackName=name, TemplateStage="Original")["TemplateBody"]
+        except ClientError as error:
+            if is_not_found(error):
+                continue
+            raise
+        templates[name] = _parse_body(body)
+    return templates
+
+
+def check_replacement(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
+    """Every finding of the replacement engine, one check each (FAIL for what synth's guard refuses with this
+    config, WARN for what it accepts or only warns about), named after the stack of the deployed resource."""
+    stacks = synth_stacks(cdk_out, cfg.project)
+    if not stacks:
+        return [Check("no-replace", WARN, f"no synthesized stack of {cfg.project} in {cdk_out}: run `cdk synth` first")]
+    synth = {name: _synth_template(path) for name, path in stacks.items()}
+    deployed = deployed_templates(clients, list(stacks))
+    if not deployed:
+        return [Check("no-replace", PASS, f"not deployed: none of {', '.join(stacks)}")]
+    try:
+        before, after = engine.snapshot(deployed, cfg.project), engine.snapshot(synth, cfg.project)
+    except ConfigError as error:
+        return [Check("no-replace", WARN, f"could not check: {error}")]
+    found = engine.findings(before, after, cfg, templates=(deployed, synth))
+    if not found:
+        guarded = len(before["resources"])
+        return [Check("no-replace", PASS, f"{guarded} guarded resources of {', '.join(deployed)}: nothing replaced, "
+                                          "no change AWS refuses")]
+    return [Check(f"no-replace {f.stack}", _VERDICTS[f.severity], f.reason) for f in found]
 
 
 # --- Leftovers of an earlier deployment ------------------------------------------------------------
@@ -701,13 +636,7 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += _guard("addon-config", lambda: check_addon_config(cfg, clients))
     checks += check_chart_source(cfg)
     checks += check_autoscaling(cfg, deployed)
-    for suffix, resource_type in REPLACEMENT_CHECKS:
-        if suffix == "storage" and not cfg.storage.fsx_lustre.enabled:
-            continue  # no storage stack in the synth
-        stack = f"{cfg.project}-{suffix}"
-        checks += _guard(
-            f"no-replace {stack}", lambda s=stack, t=resource_type: check_replacement(clients, s, t, cdk_out)
-        )
+    checks += _guard("no-replace", lambda: check_replacement(cfg, clients, cdk_out))
     return checks
 
 

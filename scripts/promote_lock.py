@@ -23,25 +23,14 @@ from infra.guards.replacement import CANDIDATE_NAME, LOCK_DIR, lock_path, promot
 
 def from_stacks(cdk_out: Path, lock_dir: Path) -> Path:
     import boto3
-    from botocore.exceptions import ClientError
 
-    candidate = json.loads((cdk_out / CANDIDATE_NAME).read_text(encoding="utf-8"))
-    manifest = json.loads((cdk_out / "manifest.json").read_text(encoding="utf-8"))
-    cloudformation = boto3.client("cloudformation")
-    templates = {}
-    for artifact_id, artifact in manifest.get("artifacts", {}).items():
-        if artifact.get("type") != "aws:cloudformation:stack":
-            continue
-        name = artifact.get("properties", {}).get("stackName", artifact_id)
-        try:
-            body = cloudformation.get_template(StackName=name, TemplateStage="Original")["TemplateBody"]
-        except ClientError as error:
-            if "does not exist" in str(error):
-                continue  # not deployed (yet): nothing of it to record
-            raise
-        templates[name] = body if isinstance(body, dict) else json.loads(body)
-    path = lock_path(lock_dir, candidate["project"])
-    write_atomically(path, snapshot(templates, candidate["project"]))
+    # The same reader as `hpctl preflight`: the project's stacks in cdk.out's manifest, a stack not deployed skipped.
+    from hpctl.preflight import deployed_templates, synth_stacks
+
+    project = json.loads((cdk_out / CANDIDATE_NAME).read_text(encoding="utf-8"))["project"]
+    templates = deployed_templates(boto3.client, list(synth_stacks(cdk_out, project)))
+    path = lock_path(lock_dir, project)
+    write_atomically(path, snapshot(templates, project))
     return path
 
 

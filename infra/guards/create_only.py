@@ -1,10 +1,10 @@
 """Create-only properties: the template fields whose change makes CloudFormation replace the resource.
 
-One source for the replacement guard (``infra.guards.replacement``), ``hpctl preflight`` and ``hpctl drift``,
-and the tests. The resource-level lists are the ``createOnlyProperties`` of the CloudFormation resource
-schemas bundled with cfn-lint, copied into ``create_only_properties.json`` so that the library needs no
-cfn-lint at run time; ``python -m infra.guards.create_only`` rewrites the file from the installed cfn-lint and
-``tests/safety/test_no_replacement.py`` fails when the two differ.
+One source for the replacement engine (``infra.guards.replacement``, which synth's guard and ``hpctl preflight``
+run), ``hpctl drift`` and the tests. The resource-level lists are the ``createOnlyProperties`` of the
+CloudFormation resource schemas bundled with cfn-lint, copied into ``create_only_properties.json`` so that the
+library needs no cfn-lint at run time; ``python -m infra.guards.create_only`` rewrites the file from the installed
+cfn-lint and ``tests/safety/test_no_replacement.py`` fails when the two differ.
 """
 
 from __future__ import annotations
@@ -124,11 +124,6 @@ def _table() -> dict[str, list[str]]:
 def create_only_paths(resource_type: str) -> tuple[tuple[str, ...], ...]:
     """The create-only property paths of ``resource_type`` (e.g. ``("Orchestrator", "Eks")``)."""
     return tuple(tuple(p.split("/")[2:]) for p in _table()[resource_type])
-
-
-def dotted(resource_type: str) -> tuple[str, ...]:
-    """The same paths written with dots (``Orchestrator.Eks``), as hpctl reports them."""
-    return tuple(".".join(p) for p in create_only_paths(resource_type))
 
 
 def lookup(properties: Any, path: tuple[str, ...]) -> Any:

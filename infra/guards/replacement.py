@@ -1,24 +1,34 @@
-"""The replacement guard: a committed lock of the create-only state that was last DEPLOYED.
+"""The replacement engine: what a deploy would do to stateful resources, from two sets of templates.
 
 CloudFormation replaces a resource when one of its create-only properties changes; for the HyperPod cluster
-that terminates every node and every running job, for FSx it is a new, empty file system. The lock records,
-from the synthesized templates, the create-only properties (``infra.guards.create_only``) of the HyperPod and EKS
+that terminates every node and every running job, for FSx it is a new, empty file system. ``snapshot`` records,
+from a set of templates, the create-only properties (``infra.guards.create_only``) of the HyperPod and EKS
 clusters and the FSx file system, and of every resource those properties point at, through ``Ref``,
-``Fn::GetAtt``, ``Fn::Sub`` and cross-stack exports: subnets, security groups, the VPC and its CIDRs, the
-execution role. It also records each instance group's create-only fields, the KMS key of its EBS volumes and its
-instance count.
+``Fn::GetAtt``, ``Fn::Sub`` and cross-stack exports: subnets, security groups, the VPC, the roles. It also
+records each instance group's create-only fields, the KMS key of its EBS volumes and its instance count, the
+groups Karpenter scales and the EKS cluster's Kubernetes version. ``findings`` compares two snapshots, the
+deployed one and the new one, and returns every finding with a severity (REFUSE or WARN) and a reason that
+names the resource (``<stack>/<logical ID> (<type>)``) and the field.
 
-- Every synth compares its templates with ``config/locks/<project>.lock.json`` (keyed by the project, so
-  moving or renaming the config file changes nothing) and refuses a replacement unless
-  ``hyperpod.allow_cluster_replacement`` is true; a change HyperPod does not make to a deployed instance group
-  (its type, execution role, threads per core, subnets or volume key: the deploy would fail), whatever the
-  config says; and the removal or renaming of an instance group that had nodes unless the group is listed in
-  ``hyperpod.acknowledge_group_removal``. A synth writes nothing to the
-  lock: it leaves its candidate in ``cdk.out/replacement-lock.json``.
-- ``make deploy`` promotes the candidate to the lock only after ``cdk deploy`` succeeded
-  (``scripts/promote_lock.py``), so the lock always describes what was deployed. Writes are atomic.
-- Without a lock (a first deploy) nothing is compared; ``hpctl preflight`` compares the same create-only
-  properties with the deployed stacks' templates when credentials are at hand.
+Two callers, one engine:
+
+- Every synth (``guard_replacement``, from app.py) compares its templates with the committed lock of the last
+  deployed state, ``config/locks/<project>.lock.json`` (a snapshot, keyed by the project, so moving or renaming
+  the config file changes nothing), and stops at the first rule with a refusal: a change HyperPod does not make
+  to a deployed instance group (its type, execution role, threads per core, subnets or volume key: the deploy
+  would fail) whatever the config says; a Kubernetes version step EKS does not make; a replacement unless
+  ``hyperpod.allow_cluster_replacement`` is true; a group Karpenter scales removed with its NodeClass, or
+  autoscaling turned off unacknowledged; the removal or renaming of an instance group that had nodes unless the
+  group is listed in ``hyperpod.acknowledge_group_removal``. What it accepts it prints as a warning. A synth
+  writes nothing to the lock: it leaves its candidate in ``cdk.out/replacement-lock.json``, and ``make deploy``
+  promotes it only after ``cdk deploy`` succeeded (``scripts/promote_lock.py``), so the lock always describes
+  what was deployed. Writes are atomic. Without a lock (a first deploy) nothing is compared.
+- ``hpctl preflight`` snapshots the templates CloudFormation holds for every deployed stack of the project and
+  the synthesized ones in cdk.out, and reports the same findings with the same reasons, plus the one rule that
+  needs a field the lock does not record (the EKS cluster's subnets, ``eks_subnet_findings``: a warning).
+
+``hpctl drift`` compares the live cluster with the config rather than templates, with the same per-group and
+per-version rules (``infra.guards.create_only``: ``refused_group_fields``, ``refused_version_change``).
 """
 
 from __future__ import annotations
@@ -26,8 +36,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -184,47 +196,122 @@ def snapshot(templates: Templates, project: str) -> dict[str, Any]:
 
 
 def _show(value: Any) -> str:
+    """A value in at most _SHOWN characters; a longer one keeps both ends, where two references differ (an import's
+    export name ends with the hash of the logical ID it exports)."""
     text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+    if len(text) <= _SHOWN:
+        return text
+    keep = (_SHOWN - 3) // 2
+    return text[:keep] + "..." + text[-keep:]
 
 
 def _volume_key(value: Any) -> str:
     return _show(value) if value is not None else "AWS's own key"
 
 
-def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """What in ``current`` would replace (or delete) a resource recorded in ``locked``; empty when nothing."""
-    reasons = []
+# --- The findings of two snapshots -------------------------------------------------------------------------
+
+REFUSE, WARN = "refuse", "warn"
+# The rules, in the order synth's guard reports them (it stops at the first rule with a refusal).
+GROUP, VERSION, REPLACEMENT, AUTOSCALING, REMOVAL, EKS_SUBNETS = (
+    "group", "version", "replacement", "autoscaling", "removal", "eks-subnets")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing deploying the new templates would do to a deployed resource."""
+
+    rule: str  # one of the rules above
+    severity: str  # REFUSE: the synth stops and preflight fails; WARN: both report it and go on
+    resource: str  # ``<stack>/<logical ID>`` of the deployed resource
+    key: str  # the config key a refusal is reported under
+    reason: str  # names the resource (``<stack>/<logical ID> (<type>)``) and the field, with both values
+    value: Any = None  # what the ConfigError shows: the new Kubernetes version; a removed group's name
+
+    @property
+    def stack(self) -> str:
+        return self.resource.split("/", 1)[0]
+
+
+def _pairs(locked: dict[str, Any], current: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    """(key, deployed entry, new entry or None) for every resource of the deployed snapshot."""
     now = current.get("resources", {})
     for key, before in locked.get("resources", {}).items():
-        after = now.get(key)
+        yield key, before, now.get(key)
+
+
+def _named(key: str, entry: dict[str, Any]) -> str:
+    return f"{key} ({entry['Type']})"
+
+
+def _replacements(locked: dict[str, Any], current: dict[str, Any]) -> list[Finding]:
+    found = []
+    for key, before, after in _pairs(locked, current):
         if after is None:
             if before["Type"] not in PROTECTED_TYPES:
-                reasons.append(f"{key} ({before['Type']}) is no longer what the protected resources point at")
+                reason = f"{_named(key, before)} is no longer what the protected resources point at"
             elif not before.get("Retained"):
-                reasons.append(f"{key} ({before['Type']}) disappears: CloudFormation deletes it")
+                reason = f"{_named(key, before)} disappears: CloudFormation deletes it"
+            else:
+                continue
+            found.append(Finding(REPLACEMENT, REFUSE, key, "hyperpod", reason))
             continue
         for path in sorted(set(before["CreateOnly"]) | set(after["CreateOnly"])):
             was, will = before["CreateOnly"].get(path), after["CreateOnly"].get(path)
             if was != will:
-                reasons.append(f"{key} ({before['Type']}) {path} changes from {_show(was)} to {_show(will)}")
-    return reasons
+                found.append(Finding(REPLACEMENT, REFUSE, key, "hyperpod",
+                                     f"{_named(key, before)} {path} changes from {_show(was)} to {_show(will)}"))
+    return found
+
+
+def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """What in ``current`` would replace (or delete) a resource recorded in ``locked``; empty when nothing."""
+    return [finding.reason for finding in _replacements(locked, current)]
+
+
+def _versions(locked: dict[str, Any], current: dict[str, Any]) -> list[Finding]:
+    found = []
+    for key, before, after in _pairs(locked, current):
+        if after is None or before.get("Type") != "AWS::EKS::Cluster" or before["CreateOnly"] != after["CreateOnly"]:
+            continue
+        was, will = before.get("Version"), after.get("Version")
+        step = refused_version_change(was, will)
+        if step is not None:
+            reason = f"{_named(key, before)} Version changes from {_show(was)} to {_show(will)}: {step}"
+            found.append(Finding(VERSION, REFUSE, key, "eks.version", reason, value=will))
+    return found
 
 
 def version_refusals(locked: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, str]]:
     """Kubernetes version changes EKS does not make to the deployed EKS cluster, as (new version, reason)
-    (infra.guards.create_only.refused_version_change). A lock written before the version was recorded has none, and a
-    cluster whose create-only properties change is a new cluster: neither is compared."""
-    refusals = []
-    now = current.get("resources", {})
-    for key, before in locked.get("resources", {}).items():
-        after = now.get(key)
-        if after is None or before.get("Type") != "AWS::EKS::Cluster" or before["CreateOnly"] != after["CreateOnly"]:
+    (infra.guards.create_only.refused_version_change). A lock written before the version was recorded has none,
+    and a cluster whose create-only properties change is a new cluster: neither is compared."""
+    return [(finding.value, finding.reason) for finding in _versions(locked, current)]
+
+
+def _group_changes(locked: dict[str, Any], current: dict[str, Any]) -> list[Finding]:
+    found = []
+    for key, before, after in _pairs(locked, current):
+        if after is None or before["CreateOnly"] != after["CreateOnly"]:
             continue
-        reason = refused_version_change(before.get("Version"), after.get("Version"))
-        if reason is not None:
-            refusals.append((after["Version"], reason))
-    return refusals
+        groups_after = after.get("InstanceGroups", {})
+        for name, group in before.get("InstanceGroups", {}).items():
+            if name not in groups_after:
+                continue
+            where = f"{_named(key, before)} hyperpod.instance_groups[{name}]"
+            reasons = [
+                f"{where} {field} changes from {_show(group.get(field))} to {_show(groups_after[name].get(field))}"
+                for field in refused_group_fields(group, groups_after[name])
+            ]
+            # A lock written before the key was recorded has none: the group was created with AWS's key.
+            was, will = group.get(GROUP_VOLUME_KEY), groups_after[name].get(GROUP_VOLUME_KEY)
+            if was != will:
+                reasons.append(
+                    f"{where} the KMS key of its EBS volumes changes from {_volume_key(was)} to {_volume_key(will)} "
+                    f"(set the group's volume_encryption to {'customer_managed' if was else 'aws_managed'} to keep it)"
+                )
+            found += [Finding(GROUP, REFUSE, key, "hyperpod.instance_groups", reason) for reason in reasons]
+    return found
 
 
 def group_refusals(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
@@ -232,42 +319,58 @@ def group_refusals(locked: dict[str, Any], current: dict[str, Any]) -> list[str]
     HYPERPOD_GROUP_CREATE_ONLY and the group's volume key), on a cluster that stays: CloudFormation updates the
     cluster in place and HyperPod's UpdateCluster refuses them, so the deploy fails. A cluster whose own
     create-only properties change is replaced with new groups: replacement_reasons reports that instead."""
-    refusals = []
-    now = current.get("resources", {})
-    for key, before in locked.get("resources", {}).items():
-        after = now.get(key)
-        if after is None or before["CreateOnly"] != after["CreateOnly"]:
-            continue
-        groups_after = after.get("InstanceGroups", {})
+    return [finding.reason for finding in _group_changes(locked, current)]
+
+
+def _removed(locked: dict[str, Any], current: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], str, int]]:
+    """(key, deployed entry, group name, node count) of each group recorded with nodes that ``current`` lacks."""
+    for key, before, after in _pairs(locked, current):
+        kept = (after or {}).get("InstanceGroups", {})
         for name, group in before.get("InstanceGroups", {}).items():
-            if name not in groups_after:
-                continue
-            for field in refused_group_fields(group, groups_after[name]):
-                refusals.append(
-                    f"hyperpod.instance_groups[{name}] {field} changes from {_show(group.get(field))} "
-                    f"to {_show(groups_after[name].get(field))}"
-                )
-            # A lock written before the key was recorded has none: the group was created with AWS's key.
-            was, will = group.get(GROUP_VOLUME_KEY), groups_after[name].get(GROUP_VOLUME_KEY)
-            if was != will:
-                refusals.append(
-                    f"hyperpod.instance_groups[{name}] the KMS key of its EBS volumes changes from {_volume_key(was)} "
-                    f"to {_volume_key(will)} (set the group's volume_encryption to "
-                    f"{'customer_managed' if was else 'aws_managed'} to keep it)"
-                )
-    return refusals
+            if name not in kept and (group.get("InstanceCount") or 0) > 0:
+                yield key, before, name, group["InstanceCount"]
 
 
 def removed_groups(locked: dict[str, Any], current: dict[str, Any]) -> dict[str, int]:
     """Instance groups recorded with nodes that ``current`` no longer has (removed or renamed): name -> count."""
-    gone: dict[str, int] = {}
-    now = current.get("resources", {})
-    for key, before in locked.get("resources", {}).items():
-        after = now.get(key, {}).get("InstanceGroups", {})
-        for name, group in before.get("InstanceGroups", {}).items():
-            if name not in after and (group.get("InstanceCount") or 0) > 0:
-                gone[name] = group["InstanceCount"]
-    return gone
+    return {name: count for _, _, name, count in _removed(locked, current)}
+
+
+def _removals(locked: dict[str, Any], current: dict[str, Any]) -> list[Finding]:
+    return [
+        Finding(REMOVAL, REFUSE, key, "hyperpod.instance_groups",
+                f"{_named(key, before)} hyperpod.instance_groups[{name}] with {count} nodes is removed or renamed",
+                value=name)
+        for key, before, name, count in _removed(locked, current)
+    ]
+
+
+def _autoscaling(locked: dict[str, Any], current: dict[str, Any], acknowledged_disable: bool) -> list[Finding]:
+    found = []
+    for key, before, after in _pairs(locked, current):
+        scaled = before.get("AutoScaling") or {}
+        if scaled.get("Mode") != "Enable":
+            continue
+        after = after or {}
+        mode = (after.get("AutoScaling") or {}).get("Mode")
+        if mode != "Enable" and acknowledged_disable:
+            continue  # disabled on the cluster already: Karpenter no longer uses the NodeClasses
+        for name in scaled.get("Groups", []):
+            if name not in after.get("InstanceGroups", {}):
+                found.append(Finding(
+                    AUTOSCALING, REFUSE, key, f"hyperpod.instance_groups[{name}]",
+                    f"{_named(key, before)} hyperpod.instance_groups[{name}] is removed in the same deploy as its "
+                    "NodeClass and NodePool: first take it out of hyperpod.autoscaling.instance_groups (give it an "
+                    "instance_count) and deploy, then remove the group"))
+        if mode != "Enable":
+            found.append(Finding(
+                AUTOSCALING, REFUSE, key, "hyperpod.autoscaling.enabled",
+                f"{_named(key, before)} AutoScaling.Mode changes from 'Enable' to {_show(mode)}: turning autoscaling "
+                "off removes the cluster's AutoScaling setting, the node pools and the role Karpenter scales down "
+                "through in one deploy. Disable it on the cluster first (aws sagemaker update-cluster --cluster-name "
+                "<name> --auto-scaling Mode=Disable,AutoScalerType=Karpenter), then set "
+                "hyperpod.autoscaling.acknowledge_disable: true"))
+    return found
 
 
 def autoscaling_refusals(
@@ -282,31 +385,92 @@ def autoscaling_refusals(
     - Autoscaling is turned off without ``acknowledge_disable``: one deploy would drop the cluster setting, the
       node pools and the role Karpenter removes nodes through, in an order AWS does not document.
     """
-    refusals = []
-    now = current.get("resources", {})
-    for key, before in locked.get("resources", {}).items():
-        scaled = before.get("AutoScaling") or {}
-        if scaled.get("Mode") != "Enable":
-            continue
-        after = now.get(key, {})
-        turning_off = (after.get("AutoScaling") or {}).get("Mode") != "Enable"
-        if turning_off and acknowledged_disable:
-            continue  # disabled on the cluster already: Karpenter no longer uses the NodeClasses
-        for name in scaled.get("Groups", []):
-            if name not in after.get("InstanceGroups", {}):
-                refusals.append((
-                    f"hyperpod.instance_groups[{name}]",
-                    "removed in the same deploy as its NodeClass and NodePool: first take it out of "
-                    "hyperpod.autoscaling.instance_groups (give it an instance_count) and deploy, then remove "
-                    "the group"))
-        if turning_off:
-            refusals.append((
-                "hyperpod.autoscaling.enabled",
-                "turning autoscaling off removes the cluster's AutoScaling setting, the node pools and the role "
-                "Karpenter scales down through in one deploy. Disable it on the cluster first (aws sagemaker "
-                "update-cluster --cluster-name <name> --auto-scaling Mode=Disable,AutoScalerType=Karpenter), then "
-                "set hyperpod.autoscaling.acknowledge_disable: true"))
-    return refusals
+    return [(finding.key, finding.reason) for finding in _autoscaling(locked, current, acknowledged_disable)]
+
+
+# The EKS cluster's subnets are updated in place (not among the resource schema's createOnlyProperties), but "All
+# subnets that you add must be in the same set of AZs as originally provided when you created the cluster"
+# (https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html, "VPC requirements and considerations").
+# The lock does not record them (they are not create-only), so only hpctl preflight, which holds the deployed
+# templates, reports a change: a warning, since a change within the same AZs is allowed.
+EKS_SUBNETS_PATH = ("ResourcesVpcConfig", "SubnetIds")
+
+
+def eks_subnet_findings(deployed: Templates, templates: Templates) -> list[Finding]:
+    """A warning for each deployed EKS cluster that stays (same create-only properties) whose subnets change."""
+    found = []
+    for stack, template in deployed.items():
+        for logical_id, before in (template.get("Resources") or {}).items():
+            after = ((templates.get(stack) or {}).get("Resources") or {}).get(logical_id)
+            if before.get("Type") != "AWS::EKS::Cluster" or not isinstance(after, dict) or \
+                    after.get("Type") != before["Type"] or _create_only_values(before) != _create_only_values(after):
+                continue
+            was = lookup(before.get("Properties") or {}, EKS_SUBNETS_PATH)
+            will = lookup(after.get("Properties") or {}, EKS_SUBNETS_PATH)
+            if was != will:
+                key = f"{stack}/{logical_id}"
+                found.append(Finding(
+                    EKS_SUBNETS, WARN, key, "network",
+                    f"{_named(key, before)} {'/'.join(EKS_SUBNETS_PATH)} changes from {_show(was)} to {_show(will)}: "
+                    "EKS updates them in place only to subnets in the Availability Zones the cluster was created with"))
+    return found
+
+
+def _accepted(finding: Finding, why: str) -> Finding:
+    return replace(finding, severity=WARN, reason=f"{finding.reason} ({why})")
+
+
+def findings(
+    locked: dict[str, Any], current: dict[str, Any], config: AppConfig,
+    *, templates: tuple[Templates, Templates] | None = None,
+) -> list[Finding]:
+    """Every finding of deploying the state ``current`` over the deployed state ``locked`` (two ``snapshot``s), in
+    the order of the rules (GROUP, VERSION, REPLACEMENT, AUTOSCALING, REMOVAL, EKS_SUBNETS). Refused whatever the
+    config says: group changes HyperPod does not make, Kubernetes version steps EKS does not make, groups taken
+    from Karpenter unsafely. Refused unless the config accepts them, else warnings that say what accepted them: a
+    replacement (``hyperpod.allow_cluster_replacement``), a group with nodes removed
+    (``hyperpod.acknowledge_group_removal``).
+
+    ``templates``: the deployed and the new templates themselves, (deployed, new), when at hand (hpctl preflight
+    reads them; a lock holds only the snapshot): adds the EKS subnet warnings (eks_subnet_findings).
+    """
+    hyperpod = config.hyperpod
+    found = _group_changes(locked, current) + _versions(locked, current)
+    found += [_accepted(f, "accepted by hyperpod.allow_cluster_replacement") if hyperpod.allow_cluster_replacement
+              else f for f in _replacements(locked, current)]
+    found += _autoscaling(locked, current, hyperpod.autoscaling.acknowledge_disable)
+    acknowledged = set(hyperpod.acknowledge_group_removal)
+    found += [_accepted(f, "its nodes are terminated; listed in hyperpod.acknowledge_group_removal")
+              if f.value in acknowledged else f for f in _removals(locked, current)]
+    if templates is not None:
+        found += eks_subnet_findings(*templates)
+    return found
+
+
+# How synth's guard words the refusal of each rule: (before the reasons, after them).
+_REFUSALS = {
+    GROUP: ("HyperPod does not change these on an existing instance group, so the deploy would fail: ",
+            ". Add a new instance group with the new values instead (compared with {lock})"),
+    VERSION: ("", " (compared with {lock}; if the cluster's version was changed outside CloudFormation, by an "
+                  "upgrade, a rollback or EKS at the end of support, write the version it runs as the EKS cluster's "
+                  "Version there)"),
+    REPLACEMENT: ("this change would REPLACE deployed resources (a new HyperPod cluster terminates every node): ",
+                  ". Set hyperpod.allow_cluster_replacement: true to accept the replacement (compared with {lock})"),
+    AUTOSCALING: ("", " (compared with {lock})"),
+    REMOVAL: ("removing or renaming a group terminates its nodes: ",
+              ". List the group names in hyperpod.acknowledge_group_removal to confirm (compared with {lock})"),
+}
+
+
+def refusal(refused: list[Finding], lock: Path) -> ConfigError:
+    """One ConfigError for the refusals of the first rule that has any (``refused`` in findings' order)."""
+    first = refused[0]
+    same = [f for f in refused if f.rule == first.rule]
+    # Under one key: the reasons joined; under several (autoscaling), each later one says its key.
+    reasons = "; ".join(f.reason if f.key == first.key else f"also {f.key}: {f.reason}" for f in same)
+    before, after = _REFUSALS[first.rule]
+    return ConfigError(first.key, first.value if first.rule == VERSION else None,
+                       before + reasons + after.format(lock=lock))
 
 
 def read_lock(path: Path) -> dict[str, Any] | None:
@@ -325,57 +489,30 @@ def read_lock(path: Path) -> dict[str, Any] | None:
     return locked
 
 
-def guard_replacement(config: AppConfig, templates: Templates, lock_dir: Path) -> dict[str, Any]:
-    """Refuse templates that change what HyperPod keeps in a deployed group (group_refusals, whatever the config
-    says), move the deployed EKS cluster's Kubernetes version in a way EKS does not (version_refusals), replace a
-    protected resource (unless allowed) or drop a group with nodes; return the snapshot.
+def _print_warning(reason: str) -> None:
+    print(f"warning: {reason}", file=sys.stderr)
 
-    Compares with the deployed state recorded in ``<lock_dir>/<project>.lock.json``; writes nothing.
+
+def guard_replacement(
+    config: AppConfig, templates: Templates, lock_dir: Path, *, warn: Callable[[str], None] = _print_warning,
+) -> dict[str, Any]:
+    """Compare synthesized templates with the deployed state recorded in ``<lock_dir>/<project>.lock.json``:
+    raise the ConfigError of the first rule with a refusal (``findings``), pass each warning to ``warn`` (by
+    default a ``warning:`` line on stderr), and return the templates' snapshot, the candidate lock. Writes
+    nothing; without a lock compares nothing.
     """
     current = snapshot(templates, config.project)
     path = lock_path(lock_dir, config.project)
     locked = read_lock(path)
     if locked is None:
         return current
-    fixed = group_refusals(locked, current)
-    if fixed:
-        raise ConfigError(
-            "hyperpod.instance_groups", None,
-            "HyperPod does not change these on an existing instance group, so the deploy would fail: "
-            + "; ".join(fixed)
-            + f". Add a new instance group with the new values instead (compared with {path})",
-        )
-    versions = version_refusals(locked, current)
-    if versions:
-        (version, reason), *_ = versions  # one EKS cluster per app
-        raise ConfigError(
-            "eks.version", version,
-            f"{reason} (compared with {path}; if the cluster's version was changed outside CloudFormation, by an "
-            "upgrade, a rollback or EKS at the end of support, write the version it runs as the EKS cluster's "
-            "Version there)",
-        )
-    reasons = replacement_reasons(locked, current)
-    if reasons and not config.hyperpod.allow_cluster_replacement:
-        raise ConfigError(
-            "hyperpod", None,
-            "this change would REPLACE deployed resources (a new HyperPod cluster terminates every node): "
-            + "; ".join(reasons)
-            + f". Set hyperpod.allow_cluster_replacement: true to accept the replacement (compared with {path})",
-        )
-    refusals = autoscaling_refusals(locked, current, config.hyperpod.autoscaling.acknowledge_disable)
-    if refusals:
-        (key, reason), *others = refusals
-        also = "".join(f"; also {other_key}: {other}" for other_key, other in others)
-        raise ConfigError(key, None, f"{reason}{also} (compared with {path})")
-    acknowledged = set(config.hyperpod.acknowledge_group_removal)
-    unacknowledged = {n: c for n, c in removed_groups(locked, current).items() if n not in acknowledged}
-    if unacknowledged:
-        listed = ", ".join(f"{name} ({count} nodes)" for name, count in sorted(unacknowledged.items()))
-        raise ConfigError(
-            "hyperpod.instance_groups", None,
-            f"removing or renaming a group terminates its nodes: {listed}. List the group names in "
-            f"hyperpod.acknowledge_group_removal to confirm (compared with {path})",
-        )
+    found = findings(locked, current, config)
+    for finding in found:
+        if finding.severity == WARN:
+            warn(finding.reason)
+    refused = [finding for finding in found if finding.severity == REFUSE]
+    if refused:
+        raise refusal(refused, path)
     return current
 
 

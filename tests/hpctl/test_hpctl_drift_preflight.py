@@ -214,7 +214,10 @@ def test_identity_center_not_needed_with_saml() -> None:
     assert check.verdict == "pass" and "not needed" in check.reason
 
 
-# --- preflight: would the synth replace a cluster? -------------------------------------------------
+# --- preflight: would the deploy replace a stateful resource? --------------------------------------
+# The replacement engine of synth's guard (infra/guards/replacement.py) over the deployed templates of every stack
+# of the project (cloudformation:GetTemplate) and cdk.out's; tests/safety/test_replacement_engine.py holds both
+# callers to the same reasons on synthesized apps.
 
 EKS_TEMPLATE = {
     "Resources": {
@@ -249,6 +252,8 @@ HP_TEMPLATE = {
         }
     }
 }
+EKS = "hp-eks/Cluster9EE0221C (AWS::EKS::Cluster)"
+HP = "hp-hyperpod/HyperPodCluster (AWS::SageMaker::Cluster)"
 
 
 def _edit(template: dict, fn) -> dict:
@@ -257,37 +262,58 @@ def _edit(template: dict, fn) -> dict:
     return copy
 
 
-def _replacement(tmp_path: Path, stack: str, deployed: dict | None, synth: dict | None, rtype: str):
+def _assembly(cdk_out: Path, templates: dict[str, dict]) -> None:
+    """A cloud assembly holding ``templates``, its manifest.json written as `cdk synth` writes it."""
+    artifacts = {name: {"type": "aws:cloudformation:stack", "properties": {"templateFile": f"{name}.template.json"}}
+                 for name in templates}
+    (cdk_out / "manifest.json").write_text(json.dumps({"version": "48.0.0", "artifacts": artifacts}))
+    for name, template in templates.items():
+        (cdk_out / f"{name}.template.json").write_text(json.dumps(template))
+
+
+def _replacement_checks(tmp_path: Path, deployed: dict[str, dict | None], synth: dict[str, dict] | None,
+                        cfg=None) -> list[pf.Check]:
+    """check_replacement with ``synth`` in cdk.out and CloudFormation holding ``deployed`` (None: no such stack),
+    asked in the manifest's order."""
     cf, stub = stubbed("cloudformation")
-    if deployed is None:
-        stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
-    else:
-        stub.add_response("get_template", {"TemplateBody": json.dumps(deployed)})
+    for stack, template in deployed.items():
+        params = {"StackName": stack, "TemplateStage": "Original"}
+        if template is None:
+            stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist",
+                                  expected_params=params)
+        else:
+            stub.add_response("get_template", {"TemplateBody": json.dumps(template)}, params)
     if synth is not None:
-        (tmp_path / f"{stack}.template.json").write_text(json.dumps(synth))
-    [check] = pf.check_replacement(Clients(REGION, preset={"cloudformation": cf}), stack, rtype, tmp_path)
+        _assembly(tmp_path, synth)
+    checks = pf.check_replacement(cfg or _cfg(), Clients(REGION, preset={"cloudformation": cf}), tmp_path)
+    if synth is not None:
+        stub.assert_no_pending_responses()
+    return checks
+
+
+def _replacement(tmp_path: Path, stack: str, deployed: dict | None, synth: dict | None, cfg=None) -> pf.Check:
+    [check] = _replacement_checks(tmp_path, {stack: deployed}, None if synth is None else {stack: synth}, cfg)
     return check
 
 
 def test_not_deployed_stack_passes(tmp_path: Path) -> None:
-    check = _replacement(tmp_path, "hp-eks", None, None, "AWS::EKS::Cluster")
-    assert (check.verdict, check.reason) == ("pass", "not deployed")
+    check = _replacement(tmp_path, "hp-eks", None, EKS_TEMPLATE)
+    assert (check.name, check.verdict, check.reason) == ("no-replace", "pass", "not deployed: none of hp-eks")
 
 
 def test_in_place_updates_pass(tmp_path: Path) -> None:
     synth = _edit(
         EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(Version="1.33")
     )
-    assert _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster").verdict == "pass"
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth)
+    assert check.verdict == "pass" and "1 guarded resources of hp-eks: nothing replaced" in check.reason, check
     synth = _edit(
         HP_TEMPLATE,
         lambda t: t["Resources"]["HyperPodCluster"]["Properties"]["InstanceGroups"][0].update(
             InstanceCount=8
         ),
     )
-    assert (
-        _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster").verdict == "pass"
-    )
+    assert _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth).verdict == "pass"
 
 
 @pytest.mark.parametrize(("version", "words"), [
@@ -298,25 +324,35 @@ def test_a_kubernetes_version_step_eks_does_not_make_fails(tmp_path: Path, versi
     """Deployed 1.32: more than one minor version up, or down, is refused by EKS (infra.guards.create_only); one down
     (EKS's rollback) passes."""
     synth = _edit(EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(Version=version))
-    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster")
-    assert check.verdict == "fail", check.reason
-    assert check.reason.startswith("EKS does not make this change to the deployed cluster: Cluster9EE0221C.Version:")
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth)
+    assert (check.name, check.verdict) == ("no-replace hp-eks", "fail"), check.reason
+    assert check.reason.startswith(f"{EKS} Version changes from '1.32' to '{version}': the deployed cluster runs "
+                                   "Kubernetes 1.32 and EKS"), check.reason
     assert words in check.reason
     down = _edit(EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(Version="1.31"))
-    assert _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, down, "AWS::EKS::Cluster").verdict == "pass"
+    assert _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, down).verdict == "pass"
 
 
 def test_a_replaced_eks_cluster_is_reported_as_a_replacement_not_a_version_step(tmp_path: Path) -> None:
     synth = _edit(EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(
         Name="other", Version="1.35"))
-    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster")
-    assert check.verdict == "fail" and check.reason.startswith("would REPLACE") and "Version" not in check.reason
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth)
+    assert (check.verdict, check.reason) == ("fail", f"{EKS} Name changes from 'hp-eks' to 'other'")
+
+
+def test_an_accepted_replacement_warns(tmp_path: Path) -> None:
+    """With hyperpod.allow_cluster_replacement synth lets it through, and preflight warns instead of failing."""
+    synth = _edit(EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(Name="other"))
+    data = config_data(allow_cluster_replacement=True)
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, parse_config(data))
+    assert (check.verdict, check.reason) == (
+        "warn", f"{EKS} Name changes from 'hp-eks' to 'other' (accepted by hyperpod.allow_cluster_replacement)")
 
 
 def test_a_new_logical_id_fails(tmp_path: Path) -> None:
     synth = {"Resources": {"ClusterNEW": EKS_TEMPLATE["Resources"]["Cluster9EE0221C"]}}
-    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster")
-    assert check.verdict == "fail" and "Cluster9EE0221C disappears" in check.reason
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth)
+    assert (check.verdict, check.reason) == ("fail", f"{EKS} disappears: CloudFormation deletes it")
 
 
 def test_a_create_only_eks_property_fails(tmp_path: Path) -> None:
@@ -326,8 +362,9 @@ def test_a_create_only_eks_property_fails(tmp_path: Path) -> None:
             KubernetesNetworkConfig={"IpFamily": "ipv6"}
         ),
     )
-    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster")
-    assert check.verdict == "fail" and "KubernetesNetworkConfig.IpFamily" in check.reason
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth)
+    assert (check.verdict, check.reason) == ("fail", f"{EKS} KubernetesNetworkConfig/IpFamily changes from null to "
+                                                     "'ipv6'")
 
 
 def test_eks_subnet_change_warns(tmp_path: Path) -> None:
@@ -337,8 +374,10 @@ def test_eks_subnet_change_warns(tmp_path: Path) -> None:
             SubnetIds=["subnet-c"]
         ),
     )
-    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, "AWS::EKS::Cluster")
-    assert check.verdict == "warn" and "SubnetIds" in check.reason
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth)
+    assert (check.verdict, check.reason) == (
+        "warn", f'{EKS} ResourcesVpcConfig/SubnetIds changes from ["subnet-a", "subnet-b"] to ["subnet-c"]: EKS '
+                "updates them in place only to subnets in the Availability Zones the cluster was created with")
 
 
 def test_a_group_instance_type_change_fails(tmp_path: Path) -> None:
@@ -348,9 +387,10 @@ def test_a_group_instance_type_change_fails(tmp_path: Path) -> None:
             InstanceType="ml.g5.12xlarge"
         ),
     )
-    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster")
-    assert check.verdict == "fail" and "group workers: InstanceType changes" in check.reason
-    assert check.reason.startswith("HyperPod does not change these on an existing instance group"), check.reason
+    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth)
+    assert (check.name, check.verdict, check.reason) == (
+        "no-replace hp-hyperpod", "fail",
+        f"{HP} hyperpod.instance_groups[workers] InstanceType changes from 'ml.g5.8xlarge' to 'ml.g5.12xlarge'")
 
 
 def test_a_flexible_groups_list_may_change_but_not_turn_single(tmp_path: Path) -> None:
@@ -360,11 +400,13 @@ def test_a_flexible_groups_list_may_change_but_not_turn_single(tmp_path: Path) -
 
     deployed = _edit(HP_TEMPLATE, flexible("ml.g5.8xlarge", "ml.g5.12xlarge"))
     edited = _edit(HP_TEMPLATE, flexible("ml.g5.12xlarge", "ml.g5.16xlarge"))
-    check = _replacement(tmp_path, "hp-hyperpod", deployed, edited, "AWS::SageMaker::Cluster")
+    check = _replacement(tmp_path, "hp-hyperpod", deployed, edited)
     assert check.verdict == "pass", check.reason
     (tmp_path / "single").mkdir()
-    check = _replacement(tmp_path / "single", "hp-hyperpod", deployed, HP_TEMPLATE, "AWS::SageMaker::Cluster")
-    assert check.verdict == "fail" and "InstanceRequirements changes" in check.reason, check.reason
+    checks = _replacement_checks(tmp_path / "single", {"hp-hyperpod": deployed}, {"hp-hyperpod": HP_TEMPLATE})
+    assert [c.verdict for c in checks] == ["fail", "fail"]
+    assert f"{HP} hyperpod.instance_groups[workers] InstanceType changes from null" in checks[0].reason
+    assert f"{HP} hyperpod.instance_groups[workers] InstanceRequirements changes" in checks[1].reason
 
 
 def test_a_volume_key_on_a_deployed_group_fails(tmp_path: Path) -> None:
@@ -374,8 +416,10 @@ def test_a_volume_key_on_a_deployed_group_fails(tmp_path: Path) -> None:
             InstanceStorageConfigs=[{"EbsVolumeConfig": {"VolumeSizeInGB": 500, "VolumeKmsKeyId": {"Ref": "Key"}}}]
         ),
     )
-    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster")
-    assert check.verdict == "fail" and "group workers: the KMS key of its EBS volumes changes" in check.reason
+    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth)
+    assert check.verdict == "fail"
+    assert check.reason.startswith(f"{HP} hyperpod.instance_groups[workers] the KMS key of its EBS volumes changes "
+                                   """from AWS's own key to {"Ref": "Key"}"""), check.reason
 
 
 def test_a_cluster_vpc_change_fails(tmp_path: Path) -> None:
@@ -383,40 +427,102 @@ def test_a_cluster_vpc_change_fails(tmp_path: Path) -> None:
         HP_TEMPLATE,
         lambda t: t["Resources"]["HyperPodCluster"]["Properties"]["VpcConfig"].update(Subnets=["subnet-z"]),
     )
-    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster")
-    assert check.verdict == "fail" and "VpcConfig" in check.reason
+    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth)
+    assert check.verdict == "fail" and check.reason.startswith(f"{HP} VpcConfig changes from "), check.reason
 
 
 def test_missing_synth_warns(tmp_path: Path) -> None:
-    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, None, "AWS::EKS::Cluster")
+    check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, None)
     assert check.verdict == "warn" and "cdk synth" in check.reason
 
 
-def test_synth_template_found_through_the_manifest(tmp_path: Path) -> None:
+def test_the_projects_stacks_are_found_through_the_manifest(tmp_path: Path) -> None:
     (tmp_path / "EksStack.template.json").write_text(json.dumps(EKS_TEMPLATE))
     manifest = {
         "artifacts": {
             "EksStack": {
                 "type": "aws:cloudformation:stack",
                 "properties": {"templateFile": "EksStack.template.json", "stackName": "hp-eks"},
-            }
+            },
+            "hp-network": {"type": "aws:cloudformation:stack", "properties": {"templateFile": "n.template.json"}},
+            "other-eks": {"type": "aws:cloudformation:stack", "properties": {"templateFile": "o.template.json"}},
+            "hp-eks.assets": {"type": "cdk:asset-manifest", "properties": {"file": "hp-eks.assets.json"}},
         }
     }
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
-    assert pf.find_synth_template(tmp_path, "hp-eks") == tmp_path / "EksStack.template.json"
+    assert pf.synth_stacks(tmp_path, "hp") == {"hp-eks": tmp_path / "EksStack.template.json",
+                                               "hp-network": tmp_path / "n.template.json"}
 
 
-def test_a_removed_group_with_nodes_warns(tmp_path: Path) -> None:
-    synth = _edit(HP_TEMPLATE, lambda t: t["Resources"]["HyperPodCluster"]["Properties"].update(InstanceGroups=[]))
-    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, synth, "AWS::SageMaker::Cluster")
-    assert check.verdict == "warn" and "group workers is removed" in check.reason
+def test_a_removed_group_with_nodes_fails_unless_acknowledged(tmp_path: Path) -> None:
+    """As synth's guard: refused, or a warning once hyperpod.acknowledge_group_removal lists the group."""
+    renamed = _edit(HP_TEMPLATE, lambda t: t["Resources"]["HyperPodCluster"]["Properties"]["InstanceGroups"][0].update(
+        InstanceGroupName="workers-v2"))
+    check = _replacement(tmp_path, "hp-hyperpod", HP_TEMPLATE, renamed)
+    assert (check.verdict, check.reason) == ("fail", f"{HP} hyperpod.instance_groups[workers] with 3 nodes is removed "
+                                                     "or renamed")
+    data = config_data(acknowledge_group_removal=["workers"])
+    data["hyperpod"]["instance_groups"][0]["name"] = "workers-v2"
+    (tmp_path / "ack").mkdir()
+    check = _replacement(tmp_path / "ack", "hp-hyperpod", HP_TEMPLATE, renamed, parse_config(data))
+    assert (check.verdict, check.reason) == (
+        "warn", f"{HP} hyperpod.instance_groups[workers] with 3 nodes is removed or renamed (its nodes are "
+                "terminated; listed in hyperpod.acknowledge_group_removal)")
 
 
 def test_a_file_system_subnet_change_fails(tmp_path: Path) -> None:
     deployed = {"Resources": {"Fs": {"Type": "AWS::FSx::FileSystem", "Properties": {"SubnetIds": ["subnet-a"]}}}}
     synth = _edit(deployed, lambda t: t["Resources"]["Fs"]["Properties"].update(SubnetIds=["subnet-b"]))
-    check = _replacement(tmp_path, "hp-storage", deployed, synth, "AWS::FSx::FileSystem")
-    assert check.verdict == "fail" and "Fs.SubnetIds changes" in check.reason
+    check = _replacement(tmp_path, "hp-storage", deployed, synth)
+    assert (check.name, check.verdict, check.reason) == (
+        "no-replace hp-storage", "fail",
+        'hp-storage/Fs (AWS::FSx::FileSystem) SubnetIds changes from ["subnet-a"] to ["subnet-b"]')
+
+
+# A network stack exporting a subnet that the HyperPod stack imports, as `cdk synth` writes the two.
+NETWORK_TEMPLATE = {
+    "Resources": {"Subnet": {"Type": "AWS::EC2::Subnet", "Properties": {
+        "VpcId": "vpc-1", "CidrBlock": "10.1.0.0/16", "AvailabilityZoneId": "usw2-az2"}}},
+    "Outputs": {"ExportsOutputRefSubnet": {"Value": {"Ref": "Subnet"},
+                                           "Export": {"Name": "hp-network:ExportsOutputRefSubnet"}}},
+}
+HP_IMPORTING = _edit(HP_TEMPLATE, lambda t: t["Resources"]["HyperPodCluster"]["Properties"]["VpcConfig"].update(
+    Subnets=[{"Fn::ImportValue": "hp-network:ExportsOutputRefSubnet"}]))
+
+
+def test_a_subnet_behind_an_export_is_followed_into_the_other_stack(tmp_path: Path) -> None:
+    """The subnet the HyperPod cluster imports gets a new CIDR: CloudFormation replaces it and the cluster's
+    VpcConfig with it. The old preflight compared only the cluster's own properties (the import stays) and passed."""
+    synth = {"hp-network": _edit(NETWORK_TEMPLATE, lambda t: t["Resources"]["Subnet"]["Properties"].update(
+        CidrBlock="10.9.0.0/16")), "hp-hyperpod": HP_IMPORTING}
+    checks = _replacement_checks(tmp_path, {"hp-network": NETWORK_TEMPLATE, "hp-hyperpod": HP_IMPORTING}, synth)
+    assert [(c.name, c.verdict, c.reason) for c in checks] == [
+        ("no-replace hp-network", "fail",
+         "hp-network/Subnet (AWS::EC2::Subnet) CidrBlock changes from '10.1.0.0/16' to '10.9.0.0/16'")]
+
+
+def test_a_stack_not_deployed_is_skipped(tmp_path: Path) -> None:
+    """The storage stack is new in this synth: CloudFormation has none, the other stacks are still compared."""
+    storage = {"Resources": {"Fs": {"Type": "AWS::FSx::FileSystem", "Properties": {"SubnetIds": ["subnet-a"]}}}}
+    synth = {"hp-network": NETWORK_TEMPLATE, "hp-hyperpod": HP_IMPORTING, "hp-storage": storage}
+    [check] = _replacement_checks(
+        tmp_path, {"hp-network": NETWORK_TEMPLATE, "hp-hyperpod": HP_IMPORTING, "hp-storage": None}, synth)
+    assert (check.name, check.verdict, check.reason) == (
+        "no-replace", "pass", "2 guarded resources of hp-network, hp-hyperpod: nothing replaced, no change AWS refuses")
+
+
+def test_a_deployed_template_the_engine_cannot_read_warns(tmp_path: Path) -> None:
+    """The node pools release's values are not plain JSON in the deployed template: could not check, not a pass."""
+    release = {"Type": "Custom::HyperPodHelmRelease",
+               "Properties": {"ReleaseName": "hyperpod-karpenter-node-pools", "Values": {"Fn::Join": ["", []]}}}
+    def autoscaled(t: dict) -> None:
+        t["Resources"].update(NodePools=release)
+        t["Resources"]["HyperPodCluster"]["Properties"]["AutoScaling"] = {"Mode": "Enable",
+                                                                          "AutoScalerType": "Karpenter"}
+
+    deployed = _edit(HP_TEMPLATE, autoscaled)
+    check = _replacement(tmp_path, "hp-hyperpod", deployed, HP_TEMPLATE)
+    assert check.verdict == "warn" and check.reason.startswith("could not check: ") and "node-pools" in check.reason
 
 
 # --- preflight end to end -------------------------------------------------------------------------
@@ -714,7 +820,8 @@ def github_ok(monkeypatch: pytest.MonkeyPatch) -> None:
     _head(monkeypatch, 302)
 
 
-def _stubs(quota: float, instances: list) -> dict:
+def _stubs(quota: float, instances: list, cdk_out: Path) -> dict:
+    """Clients for a whole preflight run; ``cdk_out`` gets a synth of the eks and hyperpod stacks, neither deployed."""
     sq, sq_stub = stubbed("service-quotas")
     sq_stub.add_response(
         "list_service_quotas", {"Quotas": [{"QuotaName": "ml.g5.8xlarge for cluster usage", "Value": quota}]}
@@ -722,6 +829,7 @@ def _stubs(quota: float, instances: list) -> dict:
     sso, sso_stub = stubbed("sso-admin")
     sso_stub.add_response("list_instances", {"Instances": instances})
     cf, cf_stub = stubbed("cloudformation")
+    _assembly(cdk_out, {"hp-eks": EKS_TEMPLATE, "hp-hyperpod": HP_TEMPLATE})
     for stack in ("hp-eks", "hp-hyperpod"):
         cf_stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
     eks, _ = _eks_with_schema(TEST_SCHEMA, k8s_status="STANDARD_SUPPORT")
@@ -732,7 +840,7 @@ def _stubs(quota: float, instances: list) -> dict:
 def test_preflight_all_pass_exits_0(
     run, config_file: Path, tmp_path: Path, github_ok: None
 ) -> None:
-    clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1", "Status": "ACTIVE"}])
+    clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1", "Status": "ACTIVE"}], tmp_path)
     code, out, _ = run("preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients)
     assert code == 0, out
     assert "0 failed" in out and "FAIL" not in out
@@ -742,7 +850,7 @@ def test_preflight_all_pass_exits_0(
 def test_preflight_a_failed_check_exits_1_and_json_parses(
     run, config_file: Path, tmp_path: Path, github_ok: None
 ) -> None:
-    clients = _stubs(1.0, [])
+    clients = _stubs(1.0, [], tmp_path)
     code, data = run.json(
         "preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients
     )
@@ -759,8 +867,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
         "addon-versions": "pass",
         "addon-config": "pass",
         "chart-source": "pass",
-        "no-replace hp-eks": "pass",
-        "no-replace hp-hyperpod": "pass",
+        "no-replace": "pass",
     }
 
 
@@ -768,7 +875,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
 def test_preflight_access_denied_on_one_api_is_a_warning(
     run, config_file: Path, tmp_path: Path, github_ok: None
 ) -> None:
-    clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1"}])
+    clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1"}], tmp_path)
     sq, stub = stubbed("service-quotas")
     stub.add_client_error(
         "list_service_quotas", "AccessDeniedException", "no servicequotas:ListServiceQuotas"
@@ -786,7 +893,7 @@ def test_preflight_access_denied_on_one_api_is_a_warning(
 def test_preflight_an_eks_error_on_the_schema_is_a_warning(
     run, config_file: Path, tmp_path: Path, github_ok: None
 ) -> None:
-    clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1"}])
+    clients = _stubs(10.0, [{"InstanceArn": "arn:aws:sso:::instance/ssoins-1"}], tmp_path)
     eks, stub = stubbed("eks")
     _cluster_version(stub, "STANDARD_SUPPORT")
     stub.add_response("describe_addon_versions", _default_page({"v1.0.3-eksbuild.1": True}))

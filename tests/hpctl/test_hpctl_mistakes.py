@@ -73,6 +73,8 @@ def test_preflight_with_a_truncated_synthesized_template_is_one_line(
     run, config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(preflight, "head_status", lambda url: 200)
+    (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {"hp-eks": {
+        "type": "aws:cloudformation:stack", "properties": {"templateFile": "hp-eks.template.json"}}}}))
     (tmp_path / "hp-eks.template.json").write_text('{"Resources": {"Cluster": ')
     clients = _preflight_clients(json.dumps({"Resources": {}}))
     code, _, err = run("preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients)

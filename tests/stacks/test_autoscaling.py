@@ -156,6 +156,11 @@ def test_missing_deep_health_checks_are_acknowledged_only_on_the_autoscaled_acce
 # --- the replacement guard: a group leaves Karpenter before it leaves the cluster; turning it off is deliberate
 
 
+def _cluster_key(state: dict[str, Any]) -> str:
+    (key,) = [k for k, e in state["resources"].items() if e["Type"] == "AWS::SageMaker::Cluster"]
+    return str(key)
+
+
 def _cluster_entry(state: dict[str, Any]) -> dict[str, Any]:
     (entry,) = [e for e in state["resources"].values() if e["Type"] == "AWS::SageMaker::Cluster"]
     return entry
@@ -185,7 +190,9 @@ def test_a_group_leaves_its_node_pool_before_it_leaves_the_cluster(autoscaling_s
     del entry["InstanceGroups"]["cpu-burst"]
     entry["AutoScaling"]["Groups"] = ["gpu-burst"]
     ((key, reason),) = autoscaling_refusals(locked, current, acknowledged_disable=False)
-    assert key == "hyperpod.instance_groups[cpu-burst]" and reason.startswith("removed in the same deploy")
+    assert key == "hyperpod.instance_groups[cpu-burst]"
+    assert reason.startswith(f"{_cluster_key(locked)} (AWS::SageMaker::Cluster) hyperpod.instance_groups[cpu-burst] is "
+                             "removed in the same deploy"), reason
     # Step one: the group stays in the cluster and leaves autoscaling.instance_groups. Nothing to refuse.
     entry["InstanceGroups"]["cpu-burst"] = _cluster_entry(locked)["InstanceGroups"]["cpu-burst"]
     assert autoscaling_refusals(locked, current, acknowledged_disable=False) == []
@@ -215,7 +222,8 @@ def test_turning_autoscaling_off_is_refused_until_acknowledged(tmp_path, autosca
         for resource in template["Resources"].values():
             if resource["Type"] == "AWS::SageMaker::Cluster":
                 resource["Properties"].pop("AutoScaling")
-    with pytest.raises(ConfigError, match=r"hyperpod\.autoscaling\.enabled: turning autoscaling off"):
+    with pytest.raises(ConfigError, match=r"hyperpod\.autoscaling\.enabled: \S+ \(AWS::SageMaker::Cluster\) "
+                                          r"AutoScaling\.Mode changes from 'Enable' to null: turning autoscaling off"):
         guard_replacement(off, templates, tmp_path)
     data["hyperpod"]["autoscaling"]["acknowledge_disable"] = True
     guard_replacement(parse_config(data, "off.yaml"), templates, tmp_path)

@@ -89,8 +89,9 @@ def test_guard_refuses_a_new_key_on_a_deployed_group_and_accepts_it_on_a_new_gro
     assert replacement_reasons(deployed, after) == []
     reasons = group_refusals(deployed, after)
     assert len(reasons) == 1, reasons
-    assert reasons[0].startswith("hyperpod.instance_groups[gpu-workers] the KMS key of its EBS volumes changes from "
-                                 "AWS's own key to ")
+    cluster = next(k for k in deployed["resources"] if "HyperPodCluster" in k)
+    assert reasons[0].startswith(f"{cluster} (AWS::SageMaker::Cluster) hyperpod.instance_groups[gpu-workers] the KMS "
+                                 "key of its EBS volumes changes from AWS's own key to "), reasons
     # Once deployed with the key, the same templates are no change at all (the new group included).
     keyed = snapshot(group_features_synth.templates, "hyperpod-dev")
     assert replacement_reasons(keyed, keyed) == [] and group_refusals(keyed, keyed) == []

@@ -186,10 +186,12 @@ EKS_CLUSTER = ("hyperpod-dev-eks", "ControlPlaneCluster8AFA2E51")
 @pytest.mark.parametrize(
     ("version", "words"),
     [
-        ("1.35", "eks.version: the deployed cluster runs Kubernetes 1.33 and EKS upgrades a control plane one minor "
-                 "version at a time: deploy 1.34 first, then 1.35"),
-        ("1.31", "eks.version: the deployed cluster runs Kubernetes 1.33 and EKS rolls a control plane back only to "
-                 "the previous minor version, within 7 days of the upgrade: 1.31 cannot be reached"),
+        ("1.35", "eks.version: hyperpod-dev-eks/ControlPlaneCluster8AFA2E51 (AWS::EKS::Cluster) Version changes from "
+                 "'1.33' to '1.35': the deployed cluster runs Kubernetes 1.33 and EKS upgrades a control plane one "
+                 "minor version at a time: deploy 1.34 first, then 1.35"),
+        ("1.31", "eks.version: hyperpod-dev-eks/ControlPlaneCluster8AFA2E51 (AWS::EKS::Cluster) Version changes from "
+                 "'1.33' to '1.31': the deployed cluster runs Kubernetes 1.33 and EKS rolls a control plane back only "
+                 "to the previous minor version, within 7 days of the upgrade: 1.31 cannot be reached"),
     ],
 )
 def test_a_kubernetes_version_change_eks_does_not_make_is_refused(lock_dir, default_synth, version, words):
@@ -232,10 +234,17 @@ def test_a_replaced_eks_cluster_may_start_at_any_version(lock_dir, default_synth
     guard_replacement(_config(allow_cluster_replacement=True), templates, lock_dir)
 
 
-def test_a_replacement_is_accepted_when_the_config_says_so(lock_dir, default_synth):
+def test_a_replacement_is_accepted_when_the_config_says_so_and_reported_as_a_warning(lock_dir, default_synth,
+                                                                                     capsys):
     templates = _edited(default_synth.templates, "hyperpod-dev-network", "NetworkVpcFAC8F4A5",
                         lambda p: p.update(CidrBlock="10.100.0.0/16"))
+    warnings: list[str] = []
+    guard_replacement(_config(allow_cluster_replacement=True), templates, lock_dir, warn=warnings.append)
+    assert warnings == ["hyperpod-dev-network/NetworkVpcFAC8F4A5 (AWS::EC2::VPC) CidrBlock changes from "
+                        "'10.192.0.0/16' to '10.100.0.0/16' (accepted by hyperpod.allow_cluster_replacement)"]
+    # By default (app.py) one line on stderr each.
     guard_replacement(_config(allow_cluster_replacement=True), templates, lock_dir)
+    assert capsys.readouterr().err == f"warning: {warnings[0]}\n"
 
 
 def test_a_long_value_is_cut_in_the_message(lock_dir, default_synth):
@@ -251,18 +260,24 @@ def test_removing_a_group_with_nodes_needs_an_acknowledgment(tmp_path, variant_s
     write_atomically(lock_path(tmp_path, "hyperpod-dev"), snapshot(variant_synth.templates, "hyperpod-dev"))
     assert removed_groups(snapshot(variant_synth.templates, "x"), snapshot(group_removed_synth.templates, "x")) == {
         "cpu-workers": 1}
-    with pytest.raises(ConfigError, match=r"terminates its nodes: cpu-workers \(1 nodes\).*acknowledge_group_removal"):
+    with pytest.raises(ConfigError, match=r"terminates its nodes: hyperpod-dev-hyperpod/HyperPodCluster\w+ "
+                       r"\(AWS::SageMaker::Cluster\) hyperpod\.instance_groups\[cpu-workers\] with 1 nodes is "
+                       r"removed or renamed\. .*acknowledge_group_removal"):
         guard_replacement(group_removed_synth.config, group_removed_synth.templates, tmp_path)
     data = mutate(VARIANT_CHANGES)
     data["hyperpod"]["instance_groups"] = data["hyperpod"]["instance_groups"][:1]
     data["hyperpod"]["acknowledge_group_removal"] = ["cpu-workers"]
-    guard_replacement(parse_config(data, "ack.yaml"), group_removed_synth.templates, tmp_path)
+    warnings: list[str] = []
+    guard_replacement(parse_config(data, "ack.yaml"), group_removed_synth.templates, tmp_path, warn=warnings.append)
+    assert warnings == ["hyperpod-dev-hyperpod/HyperPodCluster11759092 (AWS::SageMaker::Cluster) "
+                        "hyperpod.instance_groups[cpu-workers] with 1 nodes is removed or renamed (its nodes are "
+                        "terminated; listed in hyperpod.acknowledge_group_removal)"]
 
 
 def test_renaming_a_group_is_a_removal(lock_dir, default_synth):
     templates = _edited(default_synth.templates, "hyperpod-dev-hyperpod", _cluster_id(default_synth),
                         lambda p: p["InstanceGroups"][0].update(InstanceGroupName="gpu-workers-v2"))
-    with pytest.raises(ConfigError, match=r"gpu-workers \(1 nodes\)"):
+    with pytest.raises(ConfigError, match=r"hyperpod\.instance_groups\[gpu-workers\] with 1 nodes is removed"):
         guard_replacement(default_synth.config, templates, lock_dir)
 
 
