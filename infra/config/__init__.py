@@ -19,14 +19,13 @@ from infra.config.addons import (
     compute_quota_name,
     team_namespace,
 )
-from infra.config.app import AppConfig, load_config, parse_config, require_network
+from infra.config.app import AppConfig, eks_cluster_name, load_config, parse_config, require_network
 from infra.config.base import StrictModel, refusal
 from infra.config.eks import (
     MIN_PUBLIC_ACCESS_PREFIX,
     SUPPORTED_K8S_VERSIONS,
     EksConfig,
     NamespaceAdmin,
-    eks_cluster_name,
 )
 from infra.config.fields import (
     RETENTION_DAYS,

@@ -161,6 +161,11 @@ def require_network(config: AppConfig, user: str) -> NetworkConfig:
     return config.network
 
 
+def eks_cluster_name(config: AppConfig) -> str:
+    """The name this product gives the EKS cluster it creates: ``<project>-eks``."""
+    return f"{config.project}-eks"
+
+
 def load_config(path: str | Path) -> AppConfig:
     """Read and validate a YAML config file (read safely: see infra.config_file)."""
     return parse_config(read_config_document(Path(path)), source=str(path))
