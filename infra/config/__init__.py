@@ -60,6 +60,7 @@ from infra.config.hyperpod import (
     VolumeEncryption,
     agent_image_override,
     agent_version,
+    instance_groups_have_subnets,
 )
 from infra.config.network import HyperPodSubnet, NetworkConfig, az_id_prefix
 from infra.config.observability import (
@@ -73,6 +74,7 @@ from infra.config.observability import (
     ObservabilityAddonMetrics,
     ObservabilityConfig,
     PrometheusConfig,
+    grafana_needs_prometheus,
 )
 from infra.config.storage import CLUSTER_NAMESPACES, FsxLustreConfig, S3Uri, StorageConfig
 from infra.facts.aws_lists import cluster_instance_types, sagemaker_regions
@@ -143,6 +145,8 @@ __all__ = [
     "cluster_instance_types",
     "compute_quota_name",
     "eks_cluster_name",
+    "grafana_needs_prometheus",
+    "instance_groups_have_subnets",
     "load_config",
     "require_network",
     "parse_config",
