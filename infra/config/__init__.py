@@ -19,14 +19,13 @@ from infra.config.addons import (
     compute_quota_name,
     team_namespace,
 )
-from infra.config.app import AppConfig, load_config, parse_config, require_network
+from infra.config.app import AppConfig, eks_cluster_name, load_config, parse_config, require_network
 from infra.config.base import StrictModel, refusal
 from infra.config.eks import (
     MIN_PUBLIC_ACCESS_PREFIX,
     SUPPORTED_K8S_VERSIONS,
     EksConfig,
     NamespaceAdmin,
-    eks_cluster_name,
 )
 from infra.config.fields import (
     RETENTION_DAYS,
@@ -61,6 +60,7 @@ from infra.config.hyperpod import (
     VolumeEncryption,
     agent_image_override,
     agent_version,
+    instance_groups_have_subnets,
 )
 from infra.config.network import HyperPodSubnet, NetworkConfig, az_id_prefix
 from infra.config.observability import (
@@ -74,6 +74,7 @@ from infra.config.observability import (
     ObservabilityAddonMetrics,
     ObservabilityConfig,
     PrometheusConfig,
+    grafana_needs_prometheus,
 )
 from infra.config.storage import CLUSTER_NAMESPACES, FsxLustreConfig, S3Uri, StorageConfig
 from infra.facts.aws_lists import cluster_instance_types, sagemaker_regions
@@ -144,6 +145,8 @@ __all__ = [
     "cluster_instance_types",
     "compute_quota_name",
     "eks_cluster_name",
+    "grafana_needs_prometheus",
+    "instance_groups_have_subnets",
     "load_config",
     "require_network",
     "parse_config",

@@ -8,10 +8,10 @@ from typing import Annotated, Any
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from infra.config.addons import MAX_ENTITY_NAME_LENGTH, AddonsConfig, compute_quota_name
-from infra.config.base import StrictModel, config_error, refusal
+from infra.config.base import StrictModel, config_error, refusal, refusing
 from infra.config.eks import EksConfig
 from infra.config.fields import SAGEMAKER_TAG_KEY, TagKey, TagValue
-from infra.config.hyperpod import HyperPodConfig
+from infra.config.hyperpod import HyperPodConfig, instance_groups_have_subnets
 from infra.config.network import NetworkConfig, az_id_prefix
 from infra.config.observability import ObservabilityConfig
 from infra.config.storage import StorageConfig
@@ -119,10 +119,9 @@ class AppConfig(StrictModel):
         if network is None:
             return self  # the subnets are constructs: HyperPodCluster checks the groups' AZ IDs against them
         subnets = {s.az_id: s for s in network.hyperpod_subnets}
-        for i, group in enumerate(groups):
-            if group.az_id not in subnets:
-                raise refusal(f"hyperpod.instance_groups.{i}.az_id", group.az_id,
-                              f"no entry in network.hyperpod_subnets for it (have: {', '.join(subnets)})")
+        with refusing():
+            instance_groups_have_subnets(groups, subnets, groups_key="hyperpod.instance_groups",
+                                         subnets_key="network.hyperpod_subnets")
         fsx = self.storage.fsx_lustre
         if fsx.az_id is not None and fsx.az_id not in subnets:
             raise refusal("storage.fsx_lustre.az_id", fsx.az_id,
@@ -159,6 +158,11 @@ def require_network(config: AppConfig, user: str) -> NetworkConfig:
         raise ConfigError("network", None, f"required by {user}; only HyperPodOnEks given an existing vpc "
                           "construct can do without it")
     return config.network
+
+
+def eks_cluster_name(config: AppConfig) -> str:
+    """The name this product gives the EKS cluster it creates: ``<project>-eks``."""
+    return f"{config.project}-eks"
 
 
 def load_config(path: str | Path) -> AppConfig:

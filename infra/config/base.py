@@ -3,6 +3,8 @@ refusals of one validation become one ConfigError."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -28,6 +30,16 @@ def refusal(key: str, value: Any, reason: str) -> PydanticCustomError:
     message shows after the reason (None shows nothing).
     """
     return PydanticCustomError(REFUSAL, "{reason}", {"key": key, "value": value, "reason": reason})
+
+
+@contextmanager
+def refusing() -> Iterator[None]:
+    """Inside a validator, run a rule the constructs check too (it raises ConfigError): refuse with its key,
+    value and reason, so the file's message and a construct's message come from the same statement."""
+    try:
+        yield
+    except ConfigError as error:
+        raise refusal(error.key, error.value, error.reason) from None
 
 
 def _key(location: tuple[Any, ...]) -> str:

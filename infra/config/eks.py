@@ -5,15 +5,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from datetime import date
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from infra.config.base import StrictModel, refusal
 from infra.config.fields import IamArn, RetentionDays
-
-if TYPE_CHECKING:
-    from infra.config.app import AppConfig
 
 # Kubernetes versions SageMaker HyperPod supports for EKS orchestration: "SageMaker HyperPod supports Kubernetes
 # versions 1.30, 1.31, 1.32, 1.33, 1.34, and 1.35"
@@ -113,8 +110,3 @@ class EksConfig(StrictModel):
             raise refusal("public_access_cidrs", [str(c) for c in self.public_access_cidrs],
                           "only used when eks.endpoint is public_and_private")
         return self
-
-
-def eks_cluster_name(config: AppConfig) -> str:
-    """The name this product gives the EKS cluster it creates: ``<project>-eks``."""
-    return f"{config.project}-eks"

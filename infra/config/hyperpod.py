@@ -4,6 +4,7 @@ acknowledgments that let a change replace or shrink the cluster."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -11,6 +12,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 
 from infra.config.base import StrictModel, refusal
 from infra.config.fields import AzId, ExactVersion, K8sKey, K8sValue, Name63, WholeNumber, path_escapes
+from infra.errors import ConfigError
 from infra.facts.aws_lists import cluster_instance_types
 
 # The HyperPod dependencies chart's default commit (see ChartConfig.revision for what it is).
@@ -206,6 +208,27 @@ class InstanceGroupConfig(GroupSoftware):
             raise refusal("capacity", "spot", "a group with a training_plan_arn runs on the plan's reserved "
                                               "capacity; use on_demand there, or a separate spot group")
         return self
+
+
+def instance_groups_have_subnets(
+    groups: Sequence[InstanceGroupConfig], subnet_az_ids: Iterable[str], *,
+    groups_key: str = "instance_groups", subnets_key: str = "subnet_ids_by_az",
+) -> None:
+    """The one statement of "every instance group's AZ ID has a HyperPod subnet", or a ConfigError.
+
+    A group's nodes take their IPs in the HyperPod subnet of its AZ ID (``HyperPodCluster`` pins each group to
+    it), so a group in an AZ ID without one has nowhere to run. The config checks it with its keys
+    (``hyperpod.instance_groups``, ``network.hyperpod_subnets``); ``HyperPodCluster`` checks it again with its
+    props' names for a library user who builds the groups and subnets without the config file. The key is the
+    first group whose AZ ID is missing; the reason names every missing AZ ID and the ones there are.
+    """
+    have = sorted(set(subnet_az_ids))
+    missing = sorted({g.az_id for g in groups} - set(have))
+    if missing:
+        index, first = next((i, g) for i, g in enumerate(groups) if g.az_id in missing)
+        raise ConfigError(f"{groups_key}.{index}.az_id", first.az_id,
+                          f"no HyperPod subnet for the instance groups' AZ IDs {missing} in {subnets_key} "
+                          f"(have: {', '.join(have) or 'none'})")
 
 
 class ChartConfig(StrictModel):

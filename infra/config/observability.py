@@ -7,8 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from infra.config.base import StrictModel, refusal
+from infra.config.base import StrictModel, refusal, refusing
 from infra.config.fields import RetentionDays
+from infra.errors import ConfigError
 
 # The metric families of the amazon-sagemaker-hyperpod-observability add-on and the levels each accepts, as AWS's
 # Terraform module documents them (awslabs/awsome-distributed-training@0edaf1526bc47185ce5f827100416f99bd7b69e1:
@@ -117,6 +118,25 @@ class AlertsConfig(StrictModel):
     email: Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")] | None = None
 
 
+def grafana_needs_prometheus(
+    grafana: GrafanaConfig | None, prometheus: PrometheusConfig | None, *,
+    grafana_key: str = "grafana", prometheus_key: str = "prometheus",
+) -> None:
+    """The one statement of "Grafana only with Prometheus" (its dashboards read the Prometheus workspace), or a
+    ConfigError.
+
+    A section is on when it is given and enabled: the config always has both sections and switches them with
+    ``enabled``, ``HyperPodObservability`` takes None for off. The config checks it with its keys,
+    ``HyperPodObservability`` again with its props' names for a library user who builds it without the file.
+    """
+    def on(section: GrafanaConfig | PrometheusConfig | None) -> bool:
+        return section is not None and section.enabled
+
+    if on(grafana) and not on(prometheus):
+        raise ConfigError(grafana_key, True, f"Grafana's dashboards read the Prometheus workspace; enable "
+                                             f"{prometheus_key} or disable Grafana")
+
+
 class ObservabilityConfig(StrictModel):
     container_insights: bool = True
     prometheus: PrometheusConfig = PrometheusConfig()
@@ -132,8 +152,8 @@ class ObservabilityConfig(StrictModel):
 
     @model_validator(mode="after")
     def _grafana_needs_prometheus(self) -> ObservabilityConfig:
-        if self.grafana.enabled and not self.prometheus.enabled:
-            raise refusal("grafana.enabled", True, "Grafana's dashboards read the Prometheus workspace; enable "
-                                                   "observability.prometheus or disable Grafana")
+        with refusing():
+            grafana_needs_prometheus(self.grafana, self.prometheus, grafana_key="grafana.enabled",
+                                     prometheus_key="observability.prometheus")
         return self
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from aws_cdk import Aws, Fn, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
@@ -32,6 +32,14 @@ CLOSED_NETWORK_ENDPOINTS: dict[str, str] = {
     "EksAuth": "EKS_AUTH",
     "SageMakerApi": "SAGEMAKER_API",
 }
+
+
+class _PlacedSubnet(NamedTuple):
+    """A subnet this construct creates, with its AZ ID and its own route table."""
+
+    az_id: str
+    subnet: ec2.CfnSubnet
+    table: ec2.CfnRouteTable
 
 
 class HyperPodNetwork(Construct):
@@ -139,6 +147,20 @@ class HyperPodNetwork(Construct):
     def _create(self, vpc_cidr: str, az_ids: Sequence[str], hyperpod_cidrs: Mapping[str, str],
                 nat_gateways: str, s3_endpoint_policy: str, flow_logs_retention: logs.RetentionDays,
                 removal_policy: RemovalPolicy) -> None:
+        """A new VPC, in creation order: the VPC and its internet gateway, the control-plane subnets, the NAT
+        gateways, the HyperPod subnets on their secondary CIDRs, the default routes, the subnets as constructs,
+        the S3 gateway endpoint and the flow logs."""
+        vpc = self._new_vpc(vpc_cidr)
+        igw, attachment = self._internet_gateway(vpc)
+        public, private = self._control_plane_subnets(vpc, vpc_cidr, az_ids, igw, attachment)
+        nat_azs = self._add_nat_gateways(public, nat_gateways, attachment)
+        hyperpod = self._hyperpod_subnets(vpc, hyperpod_cidrs)
+        self._route_to_nat(private + hyperpod, nat_azs)
+        self._expose_subnets(vpc, public, private, hyperpod)
+        self._add_s3_gateway_endpoint(vpc, [t for _, _, t in private + hyperpod], s3_endpoint_policy)
+        self._add_flow_logs(flow_logs_retention, removal_policy)
+
+    def _new_vpc(self, vpc_cidr: str) -> ec2.CfnVPC:
         vpc = ec2.CfnVPC(
             self,
             "Vpc",
@@ -148,11 +170,21 @@ class HyperPodNetwork(Construct):
         )
         self.cfn_vpc = vpc
         Tags.of(vpc).add("Name", f"{Aws.STACK_NAME}-vpc")
+        return vpc
+
+    def _internet_gateway(self, vpc: ec2.CfnVPC) -> tuple[ec2.CfnInternetGateway, ec2.CfnVPCGatewayAttachment]:
         igw = ec2.CfnInternetGateway(self, "InternetGateway")
         attachment = ec2.CfnVPCGatewayAttachment(self, "IgwAttachment", vpc_id=vpc.ref, internet_gateway_id=igw.ref)
+        return igw, attachment
 
-        public: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
-        private: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
+    def _control_plane_subnets(
+        self, vpc: ec2.CfnVPC, vpc_cidr: str, az_ids: Sequence[str], igw: ec2.CfnInternetGateway,
+        attachment: ec2.CfnVPCGatewayAttachment,
+    ) -> tuple[list[_PlacedSubnet], list[_PlacedSubnet]]:
+        """(public, private): per AZ ID a public subnet routed to the internet gateway and a private subnet, carved
+        from the VPC CIDR by ``control_plane_layout``."""
+        public: list[_PlacedSubnet] = []
+        private: list[_PlacedSubnet] = []
         for az_id, private_cidr, public_cidr in control_plane_layout(ipaddress.IPv4Network(vpc_cidr), list(az_ids)):
             pub = self._subnet(f"Public-{az_id}", vpc, az_id, str(public_cidr), role="kubernetes.io/role/elb")
             route = ec2.CfnRoute(
@@ -160,13 +192,17 @@ class HyperPodNetwork(Construct):
                 destination_cidr_block="0.0.0.0/0", gateway_id=igw.ref,
             )
             route.add_resource_dependency(attachment)
-            public.append((az_id, *pub))
+            public.append(_PlacedSubnet(az_id, *pub))
             private.append(
-                (az_id, *self._subnet(f"Private-{az_id}", vpc, az_id, str(private_cidr),
-                                      role="kubernetes.io/role/internal-elb"))
+                _PlacedSubnet(az_id, *self._subnet(f"Private-{az_id}", vpc, az_id, str(private_cidr),
+                                                   role="kubernetes.io/role/internal-elb"))
             )
+        return public, private
 
-        nat_azs = [az for az, _, _ in public] if nat_gateways == "per_az" else [public[0][0]]
+    def _add_nat_gateways(self, public: Sequence[_PlacedSubnet], nat_gateways: str,
+                          attachment: ec2.CfnVPCGatewayAttachment) -> list[str]:
+        """A NAT gateway in each public subnet (per_az) or in the first one (single); the AZ IDs that have one."""
+        nat_azs = [az for az, _, _ in public] if nat_gateways == "per_az" else [public[0].az_id]
         for az_id, subnet, _ in public:
             if az_id not in nat_azs:
                 continue
@@ -175,22 +211,31 @@ class HyperPodNetwork(Construct):
             self.nat_gateways[az_id] = ec2.CfnNatGateway(
                 self, f"Nat-{az_id}", subnet_id=subnet.ref, allocation_id=eip.attr_allocation_id
             )
+        return nat_azs
 
-        hyperpod: list[tuple[str, ec2.CfnSubnet, ec2.CfnRouteTable]] = []
+    def _hyperpod_subnets(self, vpc: ec2.CfnVPC, hyperpod_cidrs: Mapping[str, str]) -> list[_PlacedSubnet]:
+        """Each HyperPod CIDR as a secondary CIDR of the VPC holding one private subnet in its AZ ID."""
+        hyperpod: list[_PlacedSubnet] = []
         for az_id, cidr in hyperpod_cidrs.items():
             cidr_block = ec2.CfnVPCCidrBlock(self, f"SecondaryCidr-{az_id}", vpc_id=vpc.ref, cidr_block=cidr)
             subnet, table = self._subnet(f"HyperPod-{az_id}", vpc, az_id, cidr, role=None)
             subnet.add_resource_dependency(cidr_block)
             Tags.of(subnet).add("hyperpod:subnet", "true")
-            hyperpod.append((az_id, subnet, table))
+            hyperpod.append(_PlacedSubnet(az_id, subnet, table))
+        return hyperpod
 
-        for az_id, _, table in private + hyperpod:
+    def _route_to_nat(self, subnets: Sequence[_PlacedSubnet], nat_azs: Sequence[str]) -> None:
+        """The default route of each private subnet: the NAT gateway of its AZ ID, else the first one."""
+        for az_id, _, table in subnets:
             nat = self.nat_gateways.get(az_id) or self.nat_gateways[nat_azs[0]]
             ec2.CfnRoute(
                 self, f"{table.node.id}-Default", route_table_id=table.ref,
                 destination_cidr_block="0.0.0.0/0", nat_gateway_id=nat.ref,
             )
 
+    def _expose_subnets(self, vpc: ec2.CfnVPC, public: Sequence[_PlacedSubnet], private: Sequence[_PlacedSubnet],
+                        hyperpod: Sequence[_PlacedSubnet]) -> None:
+        """``vpc`` and the subnets as the IVpc and ISubnet constructs the other components take."""
         self.vpc = ec2.Vpc.from_vpc_attributes(
             self,
             "VpcRef",
@@ -206,21 +251,26 @@ class HyperPodNetwork(Construct):
         self.public_subnets = [self._import(s, t, f"PublicRef-{az}") for az, s, t in public]
         self.hyperpod_subnets = {az: self._import(s, t, f"HyperPodRef-{az}") for az, s, t in hyperpod}
 
+    def _add_s3_gateway_endpoint(self, vpc: ec2.CfnVPC, route_tables: Sequence[ec2.CfnRouteTable],
+                                 s3_endpoint_policy: str) -> None:
         self.s3_endpoint = ec2.CfnVPCEndpoint(
             self,
             "S3Endpoint",
             vpc_id=vpc.ref,
             service_name=f"com.amazonaws.{Aws.REGION}.s3",
             vpc_endpoint_type="Gateway",
-            route_table_ids=[t.ref for _, _, t in private + hyperpod],
+            route_table_ids=[t.ref for t in route_tables],
             policy_document=(self._s3_endpoint_policy().to_json()
                              if s3_endpoint_policy == "this_account" else None),
         )
 
+    def _add_flow_logs(self, retention: logs.RetentionDays, removal_policy: RemovalPolicy) -> None:
+        """All of the VPC's traffic logged to a CloudWatch log group, through a role only this account's flow logs
+        may use."""
         self.flow_log_group = logs.LogGroup(
             self,
             "FlowLogs",
-            retention=flow_logs_retention,
+            retention=retention,
             removal_policy=removal_policy,
         )
         # Only the flow logs of this account may use the role (aws:SourceAccount + aws:SourceArn, as the VPC user

@@ -10,7 +10,7 @@ import pytest
 from aws_cdk import Environment, Stack
 from aws_cdk.assertions import Match, Template
 
-from infra.constructs.hyperpod.execution_role import HyperPodExecutionRole
+from infra.constructs.hyperpod.execution_role import POLICY, HyperPodExecutionRole
 from infra.facts.intrinsics import render
 from infra.guards.create_only import HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, lookup
 from tests.conftest import ROOT, cdk_json_context, new_app
@@ -248,6 +248,17 @@ def test_execution_role_is_least_privilege(default_synth):
     }
     assert "ManagedPolicyArns" not in role["Properties"]
     assert "PermissionsBoundary" not in role["Properties"]
+
+
+def test_the_execution_role_policy_is_its_table_and_every_statement_cites_a_source(default_synth):
+    """The policy is written from POLICY, in its order, and each grant says where it comes from: an AWS page
+    or an owner/repo@commit:path file."""
+    statements = _role_policy(default_synth)
+    assert [s["Sid"] for s in statements] == [g.sid for g in POLICY]
+    for statement, grant in zip(statements, POLICY, strict=True):
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        assert sorted(actions) == sorted(grant.actions)
+        assert re.search(r"https://docs\.aws\.amazon\.com/\S+|[\w-]+/[\w.-]+@[0-9a-f]{40}:\S+", grant.source), grant
 
 
 def test_permissions_boundary_from_config(variant_synth):

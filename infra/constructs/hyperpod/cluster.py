@@ -9,7 +9,7 @@ from aws_cdk import CfnOutput, CfnTag, Fn
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IDependable
 
-from infra.config import SAGEMAKER_TAG_KEY, InstanceGroupConfig
+from infra.config import SAGEMAKER_TAG_KEY, InstanceGroupConfig, instance_groups_have_subnets
 from infra.errors import ConfigError
 
 
@@ -60,10 +60,7 @@ class HyperPodCluster(Construct):
         super().__init__(scope, construct_id)
         if not instance_groups:
             raise ConfigError("instance_groups", [], "a HyperPod cluster needs at least one instance group")
-        missing = sorted({g.az_id for g in instance_groups} - set(subnet_ids_by_az))
-        if missing:
-            raise ConfigError("subnet_ids_by_az", sorted(subnet_ids_by_az),
-                              f"no HyperPod subnet for the instance groups' AZ IDs {missing}")
+        instance_groups_have_subnets(instance_groups, subnet_ids_by_az)
         keyed = [g.name for g in instance_groups if g.volume_encryption == "customer_managed"]
         if keyed and volume_kms_key_id is None:
             raise ConfigError("volume_kms_key_id", None, f"groups {keyed} ask for a customer managed volume key")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
@@ -29,6 +30,86 @@ WILDCARD_REASONS: dict[str, str] = {
 }
 
 
+# AWS's sources for the policy, named once and cited by each statement below.
+INSTANCE_ROLE_POLICY = ("AmazonSageMakerClusterInstanceRolePolicy, https://docs.aws.amazon.com/sagemaker/latest/dg/"
+                        "security-iam-awsmanpol-AmazonSageMakerClusterInstanceRolePolicy.html")
+EXECUTION_ROLE_TEMPLATE = ("aws/sagemaker-hyperpod-cluster-setup@b920fcf430f1fd3b36c01bb63b63348f95f0b9fb:"
+                           "eks/cloudformation/sagemaker-iam-role-template.yaml")
+SERVICE_AUTHORIZATION = "Service Authorization Reference, as bundled in parliament 1.6.4's iam_definition.json"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One statement of the execution role's policy, as data.
+
+    ``resources`` name entries of the role's resource table (``HyperPodExecutionRole._resources``: "*", the
+    cluster's log groups, the VPC's subnets, ...), in the order they are written; ``source`` is where the grant
+    comes from.
+    """
+
+    sid: str
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+    source: str
+    conditions: Mapping[str, Mapping[str, str]] | None = None
+
+
+# The policy, statement by statement. The VPC CNI's ENI statements follow AWS's execution role template
+# (EXECUTION_ROLE_TEMPLATE): resources instance/*, network-interface/*, the VPC, each subnet and security group,
+# with no condition keys (an ec2:Vpc condition is not evaluated for every resource type these actions touch, so
+# it would deny them). The template's statements were read again at commit
+# 225929764f92613e15ff951569564a71f3711470 and are as cited; the managed policy's statements as its page shows them.
+POLICY: tuple[Grant, ...] = (
+    # The managed policy's logs grants, one statement for the groups and their streams.
+    Grant("ClusterLogs",
+          ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"),
+          ("cluster log groups", "cluster log streams"), source=INSTANCE_ROLE_POLICY),
+    Grant("ClusterMetrics", ("cloudwatch:PutMetricData",), ("*",), source=INSTANCE_ROLE_POLICY,
+          conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}}),
+    # AWS's template grants it on "*": rolling software updates read the alarms named for auto-rollback, as the
+    # execution role ("To use the automatic rollback functionality, you must add the permission
+    # cloudwatch:DescribeAlarms to your IAM execution role"; nothing else is named there). Narrowed to alarm ARNs,
+    # the only resource type the action takes (SERVICE_AUTHORIZATION), but not to the config's rollback_alarms:
+    # `hpctl update-software --alarm` names others at update time.
+    Grant("RollbackAlarms", ("cloudwatch:DescribeAlarms",), ("alarms",),
+          source="https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-update.html"),
+    Grant("SsmSessions",
+          ("ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel", "ssmmessages:OpenControlChannel",
+           "ssmmessages:OpenDataChannel"),
+          ("*",), source=INSTANCE_ROLE_POLICY),
+    # AWS's template grants s3:GetObject on the whole bucket; the nodes read only the lifecycle prefix.
+    Grant("LifecycleScriptsRead", ("s3:GetObject",), ("lifecycle scripts",), source=EXECUTION_ROLE_TEMPLATE),
+    # On the bucket without an s3:prefix condition, as in AWS's template: a condition would deny HeadBucket and a
+    # listing of the prefix without its trailing slash.
+    Grant("LifecycleScriptsList", ("s3:ListBucket",), ("lifecycle bucket",), source=EXECUTION_ROLE_TEMPLATE),
+    # The template's AmazonEKSCNIDescribePolicy statement and its Describe* calls on "*", in one statement.
+    Grant("VpcCniDescribe",
+          ("ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeNetworkInterfaces",
+           "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeTags", "ec2:DescribeVpcs",
+           "ec2:DescribeDhcpOptions"),
+          ("*",), source=EXECUTION_ROLE_TEMPLATE),
+    Grant("VpcCniManageEni",
+          ("ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses", "ec2:CreateNetworkInterface",
+           "ec2:DeleteNetworkInterface", "ec2:CreateNetworkInterfacePermission",
+           "ec2:DeleteNetworkInterfacePermission", "ec2:ModifyNetworkInterfaceAttribute"),
+          ("instances", "network interfaces", "vpc", "subnets", "security groups"), source=EXECUTION_ROLE_TEMPLATE),
+    # AWS's template grants Detach on "*"; it takes instance and network-interface only (SERVICE_AUTHORIZATION),
+    # the resources Attach has there.
+    Grant("VpcCniAttachEni", ("ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface"),
+          ("instances", "network interfaces"), source=EXECUTION_ROLE_TEMPLATE),
+    # On creation and later: the VPC CNI tags the ENIs it manages.
+    Grant("VpcCniTagEni", ("ec2:CreateTags",), ("network interfaces",), source=EXECUTION_ROLE_TEMPLATE),
+    Grant("EcrAuth", ("ecr:GetAuthorizationToken",), ("*",), source=EXECUTION_ROLE_TEMPLATE),
+    # AWS's template grants the pulls on "*"; here on repositories of this region in any account.
+    Grant("EcrPull", ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"),
+          ("repositories",), source=EXECUTION_ROLE_TEMPLATE),
+    # eks-auth:AssumeRoleForPodIdentity is the template's; eks:DescribeCluster is not in it (unverified: no AWS
+    # source found that the nodes need it).
+    Grant("ThisEksCluster", ("eks:DescribeCluster", "eks-auth:AssumeRoleForPodIdentity"), ("eks cluster",),
+          source=EXECUTION_ROLE_TEMPLATE),
+)
+
+
 class HyperPodExecutionRole(Construct):
     """An execution role for a HyperPod cluster orchestrated by EKS, scoped to this cluster's resources.
 
@@ -36,9 +117,9 @@ class HyperPodExecutionRole(Construct):
     /aws/sagemaker/Clusters, SSM session channels), read of the lifecycle prefix, the VPC CNI's ENI
     management on the resources AWS's template names (instances, ENIs, the VPC, its HyperPod subnets and
     security group), cloudwatch:DescribeAlarms for rolling-update rollback, ECR image pulls,
-    eks:DescribeCluster and eks-auth:AssumeRoleForPodIdentity on this EKS cluster only. No action is
-    ``*``; ``*`` resources appear only where the API has no resource-level permissions, each acknowledged
-    in ``WILDCARD_REASONS``. An optional permissions boundary applies to the role.
+    eks:DescribeCluster and eks-auth:AssumeRoleForPodIdentity on this EKS cluster only: the statements of
+    ``POLICY``. No action is ``*``; ``*`` resources appear only where the API has no resource-level permissions,
+    each acknowledged in ``WILDCARD_REASONS``. An optional permissions boundary applies to the role.
 
     Pass ``role`` to bring an existing role instead (then nothing is created or granted here).
     """
@@ -62,7 +143,18 @@ class HyperPodExecutionRole(Construct):
         if role is not None:
             self.role: iam.IRole = role
             return
-        self.role = iam.Role(
+        self.role = self._node_role(permissions_boundary_arn)
+        resources = self._resources(
+            eks_cluster_arn=eks_cluster_arn, vpc_id=vpc_id, subnet_ids=subnet_ids,
+            security_group_ids=security_group_ids, lifecycle_bucket_arn=lifecycle_bucket_arn,
+            lifecycle_prefix=lifecycle_prefix)
+        self.policy = iam.Policy(self, "Policy", statements=[_statement(g, resources) for g in POLICY],
+                                 roles=[self.role])
+        self._acknowledge_wildcards(resources, lifecycle_bucket_arn, lifecycle_prefix)
+
+    def _node_role(self, permissions_boundary_arn: str | None) -> iam.Role:
+        """The role HyperPod's nodes run as, under the boundary when one is given."""
+        role = iam.Role(
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
@@ -71,114 +163,55 @@ class HyperPodExecutionRole(Construct):
         if permissions_boundary_arn:
             # An aspect on the role itself runs after any wider one, so this specific boundary wins.
             boundary = iam.ManagedPolicy.from_managed_policy_arn(self, "Boundary", permissions_boundary_arn)
-            iam.PermissionsBoundary.of(self.role).apply(boundary)
-        # The VPC CNI's ENI statements follow AWS's execution role template statement by statement
-        # (aws/sagemaker-hyperpod-cluster-setup@b920fcf430f1fd3b36c01bb63b63348f95f0b9fb:
-        # eks/cloudformation/sagemaker-iam-role-template.yaml): resources instance/*, network-interface/*, the VPC,
-        # each subnet and security group, with no condition keys (an ec2:Vpc condition is not evaluated for every
-        # resource type these actions touch, so it would deny them).
+            iam.PermissionsBoundary.of(role).apply(boundary)
+        return role
+
+    def _resources(
+        self, *, eks_cluster_arn: str, vpc_id: str, subnet_ids: Sequence[str], security_group_ids: Sequence[str],
+        lifecycle_bucket_arn: str, lifecycle_prefix: str,
+    ) -> dict[str, list[str]]:
+        """The ARNs the statements of ``POLICY`` name, by the names they use."""
         stack = Stack.of(self)
 
         def ec2_arn(resource: str, name: str) -> str:
             return stack.format_arn(service="ec2", resource=resource, resource_name=name)
 
-        network_interfaces = ec2_arn("network-interface", "*")
-        instances = ec2_arn("instance", "*")
-        eni_scope = [instances, network_interfaces, ec2_arn("vpc", vpc_id)] \
-            + [ec2_arn("subnet", s) for s in subnet_ids] \
-            + [ec2_arn("security-group", g) for g in security_group_ids]
-        cluster_log_groups = log_group_arn(self, "/aws/sagemaker/Clusters/*")
-        cluster_log_streams = log_group_arn(self, "/aws/sagemaker/Clusters/*:log-stream:*")
-        alarms = stack.format_arn(service="cloudwatch", resource="alarm", resource_name="*",
-                                  arn_format=ArnFormat.COLON_RESOURCE_NAME)
-        # Any account: the AWS-owned registries differ by region.
-        repositories = stack.format_arn(service="ecr", account="*", resource="repository", resource_name="*")
-        statements = [
-            iam.PolicyStatement(
-                sid="ClusterLogs",
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
-                         "logs:DescribeLogStreams"],
-                resources=[cluster_log_groups, cluster_log_streams],
-            ),
-            iam.PolicyStatement(
-                sid="ClusterMetrics",
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}},
-            ),
-            iam.PolicyStatement(
-                # AWS's template grants it on "*": rolling software updates read the alarms named for
-                # auto-rollback, as the execution role ("To use the automatic rollback functionality, you must add
-                # the permission cloudwatch:DescribeAlarms to your IAM execution role",
-                # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ami-update.html; nothing else
-                # is named there). Narrowed to alarm ARNs, the only resource type the action takes (Service
-                # Authorization Reference, as bundled in parliament 1.6.4's iam_definition.json), but not to the
-                # config's rollback_alarms: `hpctl update-software --alarm` names others at update time.
-                sid="RollbackAlarms", actions=["cloudwatch:DescribeAlarms"], resources=[alarms],
-            ),
-            iam.PolicyStatement(
-                sid="SsmSessions",
-                actions=["ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
-                         "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"],
-                resources=["*"],
-            ),
-            iam.PolicyStatement(
-                sid="LifecycleScriptsRead",
-                actions=["s3:GetObject"],
-                resources=[f"{lifecycle_bucket_arn}/{lifecycle_prefix}/*"],
-            ),
-            iam.PolicyStatement(
-                # On the bucket without an s3:prefix condition, as in AWS's template: a condition would deny
-                # HeadBucket and a listing of the prefix without its trailing slash.
-                sid="LifecycleScriptsList", actions=["s3:ListBucket"], resources=[lifecycle_bucket_arn],
-            ),
-            iam.PolicyStatement(
-                sid="VpcCniDescribe",
-                actions=["ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeNetworkInterfaces",
-                         "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeTags",
-                         "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions"],
-                resources=["*"],
-            ),
-            iam.PolicyStatement(
-                sid="VpcCniManageEni",
-                actions=["ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
-                         "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
-                         "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterfacePermission",
-                         "ec2:ModifyNetworkInterfaceAttribute"],
-                resources=eni_scope,
-            ),
-            iam.PolicyStatement(
-                # AWS's template grants Detach on "*"; it takes instance and network-interface only (Service
-                # Authorization Reference, as bundled in parliament 1.6.4), the resources Attach has there.
-                sid="VpcCniAttachEni",
-                actions=["ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface"],
-                resources=[instances, network_interfaces],
-            ),
-            iam.PolicyStatement(
-                sid="VpcCniTagEni",  # on creation and later: the VPC CNI tags the ENIs it manages
-                actions=["ec2:CreateTags"],
-                resources=[network_interfaces],
-            ),
-            iam.PolicyStatement(sid="EcrAuth", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
-            iam.PolicyStatement(
-                sid="EcrPull",
-                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
-                resources=[repositories],
-            ),
-            iam.PolicyStatement(
-                sid="ThisEksCluster",
-                actions=["eks:DescribeCluster", "eks-auth:AssumeRoleForPodIdentity"],
-                resources=[eks_cluster_arn],
-            ),
-        ]
-        self.policy = iam.Policy(self, "Policy", statements=statements, roles=[self.role])
-        wildcards = {"*": "*", "alarms": alarms, "cluster log groups": cluster_log_groups,
-                     "cluster log streams": cluster_log_streams, "network interfaces": network_interfaces,
-                     "instances": instances, "repositories": repositories}
-        for what, arn in wildcards.items():
-            acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, arn)}]", WILDCARD_REASONS[what])
+        return {
+            "*": ["*"],
+            "cluster log groups": [log_group_arn(self, "/aws/sagemaker/Clusters/*")],
+            "cluster log streams": [log_group_arn(self, "/aws/sagemaker/Clusters/*:log-stream:*")],
+            "alarms": [stack.format_arn(service="cloudwatch", resource="alarm", resource_name="*",
+                                        arn_format=ArnFormat.COLON_RESOURCE_NAME)],
+            "lifecycle bucket": [lifecycle_bucket_arn],
+            "lifecycle scripts": [f"{lifecycle_bucket_arn}/{lifecycle_prefix}/*"],
+            "instances": [ec2_arn("instance", "*")],
+            "network interfaces": [ec2_arn("network-interface", "*")],
+            "vpc": [ec2_arn("vpc", vpc_id)],
+            "subnets": [ec2_arn("subnet", s) for s in subnet_ids],
+            "security groups": [ec2_arn("security-group", g) for g in security_group_ids],
+            # Any account: the AWS-owned registries differ by region.
+            "repositories": [stack.format_arn(service="ecr", account="*", resource="repository", resource_name="*")],
+            "eks cluster": [eks_cluster_arn],
+        }
+
+    def _acknowledge_wildcards(self, resources: Mapping[str, Sequence[str]], lifecycle_bucket_arn: str,
+                               lifecycle_prefix: str) -> None:
+        """Acknowledge cdk-nag's IAM5 finding on each wildcard resource of the policy, with its reason."""
+        assert self.policy is not None
+        for what, reason in WILDCARD_REASONS.items():
+            (arn,) = resources[what]
+            acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, arn)}]", reason)
         acknowledge(
             self.policy,
             f"AwsSolutions-IAM5[Resource::{nag_name(self, lifecycle_bucket_arn)}/{lifecycle_prefix}/*]",
             "Nodes read the lifecycle scripts by name under the lifecycle prefix only.",
         )
+
+
+def _statement(grant: Grant, resources: Mapping[str, Sequence[str]]) -> iam.PolicyStatement:
+    """``grant`` as an IAM statement over the ARNs ``resources`` gives its names."""
+    return iam.PolicyStatement(
+        sid=grant.sid, actions=list(grant.actions),
+        resources=[arn for name in grant.resources for arn in resources[name]],
+        conditions={k: dict(v) for k, v in grant.conditions.items()} if grant.conditions else None,
+    )
