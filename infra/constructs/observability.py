@@ -22,12 +22,11 @@ from aws_cdk.aws_eks import CfnAddon
 from aws_cdk.interfaces import aws_events as events_refs
 from constructs import Construct
 
-from infra.config import AlertsConfig, GrafanaConfig, GrafanaNetworkAccess, PrometheusConfig
+from infra.config import AlertsConfig, GrafanaConfig, GrafanaNetworkAccess, PrometheusConfig, grafana_needs_prometheus
 from infra.constructs.addon import EksAddon
 from infra.constructs.common import acknowledge, log_group_arn, nag_name, retention
 from infra.constructs.grafana_content import GrafanaContent
 from infra.constructs.observability_addon import addon_configuration, prometheus_endpoint
-from infra.errors import ConfigError
 from infra.facts.addons import CONTAINER_INSIGHTS, HYPERPOD_OBSERVABILITY
 from infra.facts.names import cluster_log_groups, container_insights_log_groups
 
@@ -430,9 +429,7 @@ class HyperPodObservability(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, construct_id)
-        if grafana is not None and prometheus is None:
-            raise ConfigError("grafana", grafana.authentication, "Grafana's dashboards read the Prometheus "
-                              "workspace: give prometheus too")
+        grafana_needs_prometheus(grafana, prometheus)
         self.container_insights = (
             ContainerInsights(self, "ContainerInsights", eks_cluster_name=eks_cluster_name,
                               eks_cluster_arn=eks_cluster_arn,

@@ -131,8 +131,6 @@ def test_grafana_rule_reads_the_same_under_each_callers_keys():
         "observability.prometheus or disable Grafana (got True)"]
 
 
-@pytest.mark.xfail(strict=True, reason="infra/constructs/observability.py still has its own copy of the rule, "
-                   "which counts GrafanaConfig(enabled=False) as on; it calls grafana_needs_prometheus once merged")
 def test_hyperpod_observability_takes_a_disabled_grafana_without_prometheus_as_the_file_does():
     assert not _refused(lambda: ObservabilityConfig(grafana=GrafanaConfig(enabled=False),
                                                     prometheus=PrometheusConfig(enabled=False)))
