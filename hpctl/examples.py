@@ -14,71 +14,15 @@ from typing import Any, NamedTuple
 import yaml
 
 from hpctl.errors import UsageError
+from infra.facts.instances import accelerator_kind, lookup
 
 
 class Accelerators(NamedTuple):
+    """What each example pod of the GPU group asks for: the catalog's counts, or --gpus/--efa."""
+
     gpus: int  # NVIDIA GPUs (nvidia.com/gpu)
-    efa: int  # EFA devices a pod can request (vpc.amazonaws.com/efa)
-    neuron: int  # AWS Trainium/Inferentia devices (aws.amazon.com/neuron)
+    efa: int  # EFA devices (vpc.amazonaws.com/efa)
 
-
-# Per HyperPod instance type: every accelerated type of botocore 1.44.8's ClusterInstanceType list that a source
-# counts. Source: AWS's HyperPod CLI, INSTANCE_RESOURCES (keys gpu, efa, trainium) in
-# aws/sagemaker-hyperpod-cli@011ca927123e02b35a399935bbb3ab1905fe33c7:src/sagemaker/hyperpod/training/constants.py;
-# the EC2 User Guide agrees where it was read (P5/P5e up to 32 EFA network cards, G6e up to 4:
-# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/p5-efa.html).
-# Left out, so they need `hpctl render-examples --gpus N --efa N`:
-# - ml.g4dn.* and ml.g7.* (not ml.g7e.*): in no AWS table read here;
-# - ml.p6e-gb200.36xlarge: that table says 0 EFA devices, while the AWS Machine Learning Blog post "Train and deploy
-#   AI models at trillion-parameter scale with Amazon SageMaker HyperPod support for P6e-GB200 UltraServers" (read
-#   in a repost, https://news.fishaiapp.com/news/4622641) gives each compute node up to 17 NICs of EFA v4; the
-#   sources disagree, so no count is guessed.
-ACCELERATORS: dict[str, Accelerators] = {
-    "ml.g5.xlarge": Accelerators(1, 0, 0),
-    "ml.g5.2xlarge": Accelerators(1, 0, 0),
-    "ml.g5.4xlarge": Accelerators(1, 0, 0),
-    "ml.g5.8xlarge": Accelerators(1, 1, 0),
-    "ml.g5.12xlarge": Accelerators(4, 1, 0),
-    "ml.g5.16xlarge": Accelerators(1, 1, 0),
-    "ml.g5.24xlarge": Accelerators(4, 1, 0),
-    "ml.g5.48xlarge": Accelerators(8, 1, 0),
-    "ml.g6.xlarge": Accelerators(1, 0, 0),
-    "ml.g6.2xlarge": Accelerators(1, 0, 0),
-    "ml.g6.4xlarge": Accelerators(1, 0, 0),
-    "ml.g6.8xlarge": Accelerators(1, 1, 0),
-    "ml.g6.12xlarge": Accelerators(4, 1, 0),
-    "ml.g6.16xlarge": Accelerators(1, 1, 0),
-    "ml.g6.24xlarge": Accelerators(4, 1, 0),
-    "ml.g6.48xlarge": Accelerators(8, 1, 0),
-    "ml.g6e.xlarge": Accelerators(1, 0, 0),
-    "ml.g6e.2xlarge": Accelerators(1, 0, 0),
-    "ml.g6e.4xlarge": Accelerators(1, 0, 0),
-    "ml.g6e.8xlarge": Accelerators(1, 1, 0),
-    "ml.g6e.12xlarge": Accelerators(4, 1, 0),
-    "ml.g6e.16xlarge": Accelerators(1, 1, 0),
-    "ml.g6e.24xlarge": Accelerators(4, 2, 0),
-    "ml.g6e.48xlarge": Accelerators(8, 4, 0),
-    "ml.g7e.2xlarge": Accelerators(1, 0, 0),
-    "ml.g7e.4xlarge": Accelerators(1, 0, 0),
-    "ml.g7e.8xlarge": Accelerators(1, 1, 0),
-    "ml.g7e.12xlarge": Accelerators(2, 1, 0),
-    "ml.g7e.24xlarge": Accelerators(4, 2, 0),
-    "ml.g7e.48xlarge": Accelerators(8, 4, 0),
-    "ml.gr6.4xlarge": Accelerators(1, 0, 0),
-    "ml.gr6.8xlarge": Accelerators(1, 1, 0),
-    "ml.p4d.24xlarge": Accelerators(8, 4, 0),
-    "ml.p4de.24xlarge": Accelerators(8, 4, 0),
-    "ml.p5.4xlarge": Accelerators(1, 1, 0),
-    "ml.p5.48xlarge": Accelerators(8, 32, 0),
-    "ml.p5e.48xlarge": Accelerators(8, 32, 0),
-    "ml.p5en.48xlarge": Accelerators(8, 16, 0),
-    "ml.p6-b200.48xlarge": Accelerators(8, 8, 0),
-    "ml.p6-b300.48xlarge": Accelerators(8, 16, 0),
-    "ml.trn1.32xlarge": Accelerators(0, 8, 16),
-    "ml.trn1n.32xlarge": Accelerators(0, 16, 16),
-    "ml.trn2.3xlarge": Accelerators(0, 1, 1),
-    "ml.trn2.48xlarge": Accelerators(0, 16, 16),
-}
 
 # Public images, pinned by tag. The CUDA of an image must be supported by the nodes' NVIDIA driver.
 # AWS Deep Learning Container (PyTorch with EFA, aws-ofi-nccl and NCCL), from the ECR Public Gallery.
@@ -202,35 +146,28 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-# In botocore's HyperPod list the P and G families are the GPU types (every one the table counts has NVIDIA GPUs; G4ad,
-# AMD, is not a HyperPod type): an uncounted one of them still holds the examples once --gpus says how many.
-_NVIDIA_FAMILY = re.compile(r"^ml\.[pg]")
-
-
-def _has_nvidia_gpus(instance_type: str) -> bool:
-    known = ACCELERATORS.get(instance_type)
-    return known.gpus > 0 if known else bool(_NVIDIA_FAMILY.match(instance_type))
-
-
 def gpu_group(config: Any) -> Any:
-    """The first instance group with NVIDIA GPUs: the examples run there."""
+    """The first instance group with NVIDIA GPUs (by the instance catalog): the examples run there."""
     for group in config.hyperpod.instance_groups:
-        if _has_nvidia_gpus(group.instance_type):
+        if accelerator_kind(group.instance_type) == "nvidia":
             return group
     types = ", ".join(g.instance_type for g in config.hyperpod.instance_groups)
     raise UsageError(f"no instance group with NVIDIA GPUs in the config (have: {types}); the examples need one")
 
 
 def accelerators(group: Any, gpus: int | None = None, efa: int | None = None) -> Accelerators:
-    """The group's GPUs and EFA devices: from the table, or from --gpus/--efa, which win."""
-    known = ACCELERATORS.get(group.instance_type)
-    if known is None and gpus is None:
+    """The group's GPUs and EFA devices: from the instance catalog, or from --gpus/--efa, which win."""
+    known = lookup(group.instance_type)
+    gpus = gpus if gpus is not None else known.gpus if known is not None else None
+    efa = efa if efa is not None else known.efa if known is not None else None
+    missing = [(label, option) for label, option, count in (("GPU", "--gpus N", gpus), ("EFA", "--efa N", efa))
+               if count is None]
+    if gpus is None or efa is None:
         raise UsageError(
-            f"{group.instance_type} (instance group {group.name}) is not in the examples' table of GPU and EFA "
-            "counts (hpctl/examples.py): pass --gpus N and --efa N"
+            f"{group.instance_type} (instance group {group.name}) has no {' or '.join(m[0] for m in missing)} count "
+            f"in the instance catalog (infra/facts/instances.py): pass {' and '.join(m[1] for m in missing)}"
         )
-    base = known or Accelerators(0, 0, 0)
-    return Accelerators(base.gpus if gpus is None else gpus, base.efa if efa is None else efa, 0)
+    return Accelerators(gpus, efa)
 
 
 def namespace(config: Any) -> str:

@@ -45,8 +45,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--out", default="-", metavar="DIR", help="directory to write to (default -: one YAML stream on stdout)"
     )
-    p.add_argument("--gpus", type=positive, help="NVIDIA GPUs per node (needed for a type not in hpctl's table)")
-    p.add_argument("--efa", type=bounded(0), help="EFA devices per node (default: hpctl's table, else 0)")
+    p.add_argument("--gpus", type=positive,
+                   help="NVIDIA GPUs per node (needed for a type without a GPU count in the instance catalog)")
+    p.add_argument("--efa", type=bounded(0),
+                   help="EFA devices per node (needed for a type without an EFA count in the instance catalog)")
     p.add_argument(
         "--checkpoint-interval-minutes",
         type=float,

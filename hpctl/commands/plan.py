@@ -15,9 +15,9 @@ from hpctl import cluster as api
 from hpctl import plan
 from hpctl.commands.options import add_command
 from hpctl.errors import EXIT_OK, UsageError
-from hpctl.examples import accelerators
 from hpctl.output import print_json, print_table
 from hpctl.target import Target
+from infra.facts.instances import accelerators_per_instance
 
 
 def _positive(name: str, value: float, allow_zero: bool = False) -> float:
@@ -36,13 +36,11 @@ def _groups(cfg: Any, only: str | None) -> tuple[list[tuple[Any, int]], list[str
         groups = [g for g in groups if g.name == only]
     planned, skipped = [], []
     for group in groups:
-        try:
-            table = accelerators(group)
-            count = table.gpus or table.neuron  # GPUs, or Trainium/Inferentia devices
-        except UsageError:
-            count = 0
-        if count == 0:
-            reason = f"{group.instance_type} has no accelerators in hpctl's instance table"
+        count = accelerators_per_instance(group.instance_type)
+        if count is None:
+            reason = f"{group.instance_type} has no count of its accelerators in the instance catalog"
+        elif count == 0:
+            reason = f"{group.instance_type} has no accelerators in the instance catalog"
         elif group.instance_count == 0:
             reason = "instance_count is 0"
         else:

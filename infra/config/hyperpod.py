@@ -13,7 +13,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 from infra.config.base import StrictModel, refusal
 from infra.config.fields import AzId, ExactVersion, K8sKey, K8sValue, Name63, WholeNumber, path_escapes
 from infra.errors import ConfigError
-from infra.facts.aws_lists import cluster_instance_types
+from infra.facts.instances import is_listed, listed_types
 
 # The HyperPod dependencies chart's default commit (see ChartConfig.revision for what it is).
 DEPENDENCIES_CHART_REVISION = "a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
@@ -114,10 +114,9 @@ class GroupSoftware(StrictModel):
 def _known_instance_type(value: str, key: str = "") -> str:
     if not value.startswith("ml."):
         raise refusal(key, None, f"HyperPod instance types start with 'ml.' (e.g. ml.{value}), got {value}")
-    known = cluster_instance_types()
-    if value not in known:
+    if not is_listed(value):
         raise refusal(key, None, f"{value} is not a HyperPod instance type in this botocore release "
-                                  f"({len(known)} known, e.g. ml.g5.8xlarge)")
+                                  f"({len(listed_types())} known, e.g. ml.g5.8xlarge)")
     return value
 
 

@@ -1,6 +1,15 @@
-"""Names AWS fixes for one cluster's log groups; light (no CDK import) so hpctl reads the same facts."""
+"""Names AWS fixes for one cluster's log groups, and the names this library gives what more than one layer reads
+(constructs and guards); light (no CDK import) so hpctl reads the same facts."""
 
 from __future__ import annotations
+
+# The cdk-nag pack of this library (infra/guards/nag_pack.py): its findings are HyperPod-<rule>, and a construct
+# acknowledges one with infra.constructs.common.acknowledge(..., pack=NAG_PACK_NAME).
+NAG_PACK_NAME = "HyperPod"
+# The Helm release of the HyperpodNodeClass and NodePool of each autoscaled group
+# (infra/constructs/hyperpod/autoscaling.py); its values name the groups Karpenter scales, which the replacement
+# guard's lock (infra/guards/replacement.py) records with the cluster.
+NODE_POOLS_RELEASE_NAME = "hyperpod-karpenter-node-pools"
 
 # The CloudWatch agent of Container Insights writes one group per kind under /aws/containerinsights/<cluster>/.
 CONTAINER_INSIGHTS_LOG_KINDS = ("application", "dataplane", "host", "performance")

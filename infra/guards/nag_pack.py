@@ -22,8 +22,8 @@ SM1       HyperPod lifecycle SourceS3Uri not readable by the group's execution r
           role/policy in another stack, counts as not proven and fires (acknowledge it with the reason)
 SM2      InstanceConnectivity deep health check on a group of fewer than 2 instances
 SM3      NodeRecovery is not Automatic (acknowledge when manual recovery is intended)
-SM4      accelerated group (ml.p*, ml.g*, ml.trn*, ml.inf*; for a flexible group, any of its types) without
-          OnStartDeepHealthChecks
+SM4      accelerated group (ml.p*, ml.g*, ml.trn*, ml.inf*, the families of infra.facts.instances; for a
+          flexible group, any of its types) without OnStartDeepHealthChecks
 EC2-1     security group ingress from 0.0.0.0/0 or ::/0
 EC2-2     all-traffic egress to 0.0.0.0/0 or ::/0 on an EFA group (one with a self-referencing
           all-traffic rule); AWS warns it can break EFA health checks
@@ -32,7 +32,7 @@ AMP1     Amazon Managed Service for Prometheus workspace without a customer-mana
 ========  ======================================================================================
 
 Acknowledge one finding on one resource with ``infra.constructs.common.acknowledge(scope, finding, reason,
-pack="HyperPod")``.
+pack=NAG_PACK_NAME)`` (``infra.facts.names``).
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ from cdk_nag import IApplyRule, NagMessageLevel, NagPack, NagRuleCompliance
 from constructs import IConstruct
 
 from infra.config import MIN_PUBLIC_ACCESS_PREFIX
+from infra.facts.instances import is_accelerated
 from infra.facts.intrinsics import render
-
-PACK_NAME = "HyperPod"
+from infra.facts.names import NAG_PACK_NAME
 
 Properties = dict[str, Any]
 Template = dict[str, Any]
@@ -62,7 +62,6 @@ RuleResult = NagRuleCompliance | list[str]
 RuleFunction = Callable[[Properties, Template, str], RuleResult]
 
 CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
-ACCELERATED_PREFIXES = ("ml.p", "ml.g", "ml.trn", "ml.inf")
 OPEN_CIDRS = {"0.0.0.0/0", "::/0"}
 IAM_IDENTITY_TYPES = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy", "AWS::IAM::Role", "AWS::IAM::User",
                       "AWS::IAM::Group")
@@ -238,7 +237,7 @@ def _instance_types(group: dict[str, Any]) -> list[str]:
 def hyperpod_accelerated_deep_health_checks(props: Properties, template: Template, logical_id: str) -> RuleResult:
     findings = [
         _group_name(g) for g in _groups(props)
-        if any(t.startswith(ACCELERATED_PREFIXES) for t in _instance_types(g)) and not g.get("OnStartDeepHealthChecks")
+        if any(is_accelerated(t) for t in _instance_types(g)) and not g.get("OnStartDeepHealthChecks")
     ]
     return findings or OK
 
@@ -478,14 +477,14 @@ class HyperPodChecks(NagPack):
 
     def __init__(self, scope: IConstruct | None = None, *, verbose: bool | None = None) -> None:
         super().__init__(scope, verbose=verbose)
-        self._pack_name = PACK_NAME
+        self._pack_name = NAG_PACK_NAME
         self._outcomes: dict[str, _TemplateOutcomes] = {}  # per template file and version: one pass per synth
         # Each stack's template file, asked of jsii once per stack rather than once per resource.
         self._template_paths: dict[Stack, Path] = {}
 
     @builtins.property
     def name(self) -> str:
-        return PACK_NAME
+        return NAG_PACK_NAME
 
     def _check_resource(self, node: CfnResource) -> None:
         cfn_type = _resource_type(node)

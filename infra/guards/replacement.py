@@ -45,6 +45,7 @@ from typing import Any
 
 from infra.config import AppConfig
 from infra.errors import ConfigError
+from infra.facts.names import NODE_POOLS_RELEASE_NAME
 from infra.guards.create_only import (
     GROUP_VOLUME_KEY,
     HYPERPOD_GROUP_CREATE_ONLY,
@@ -61,10 +62,6 @@ LOCK_DIR = Path("config") / "locks"
 CANDIDATE_NAME = "replacement-lock.json"
 # The stateful resources the guard starts from; what their create-only properties reference is guarded too.
 PROTECTED_TYPES = ("AWS::SageMaker::Cluster", "AWS::EKS::Cluster", "AWS::FSx::FileSystem")
-# The Helm release of the HyperpodNodeClass and NodePool of each autoscaled group
-# (infra/constructs/hyperpod/autoscaling.py); its values name the groups Karpenter scales, which the lock records
-# with the cluster.
-NODE_POOLS_RELEASE_NAME = "hyperpod-karpenter-node-pools"
 _SUB_REFERENCE = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
 _SHOWN = 80  # characters of a value shown in a message
 

@@ -12,6 +12,7 @@ import yaml
 
 from hpctl import cli, examples
 from infra.config import cluster_instance_types, parse_config
+from infra.facts.instances import lookup
 from tests.conftest import ROOT, YAML_LOADER, default_config_data, fsx_config_data, mutate
 
 EXAMPLES_DIR = ROOT / "examples"
@@ -33,6 +34,13 @@ def pod_specs(doc: dict[str, Any]) -> list[dict[str, Any]]:
     if doc["kind"] == "MPIJob":
         return [r["template"]["spec"] for r in doc["spec"]["mpiReplicaSpecs"].values()]
     return [doc["spec"]["template"]["spec"]]
+
+
+def counted(instance_type: str) -> tuple[int, int]:
+    """The instance catalog's GPUs and EFA devices of ``instance_type``, both counted there."""
+    known = lookup(instance_type)
+    assert known is not None and known.gpus is not None and known.efa is not None, instance_type
+    return known.gpus, known.efa
 
 
 def render(changes: dict[str, Any] | None = None, data: dict[str, Any] | None = None) -> dict[str, str]:
@@ -106,7 +114,7 @@ def test_training_job_asks_for_auto_resume_with_both_annotations(default_files):
 def test_gpu_pods_go_to_healthy_nodes_of_the_group_type_with_its_gpus_and_efa(request, variant):
     files = request.getfixturevalue(variant)
     instance_type = "ml.p4d.24xlarge" if variant == "multi_node_files" else "ml.g5.8xlarge"
-    gpus, efa, _ = examples.ACCELERATORS[instance_type]
+    gpus, efa = counted(instance_type)
     for kind in ("PyTorchJob", "Deployment", "MPIJob"):
         doc = by_kind(files, kind)
         gpu_pods = [s for s in pod_specs(doc) if "nvidia.com/gpu" in s["containers"][0].get("resources", {}).get(
@@ -129,7 +137,7 @@ def test_instance_type_without_efa_asks_for_none():
     data = default_config_data()
     data["hyperpod"]["instance_groups"][0]["instance_type"] = "ml.g5.2xlarge"
     files = render(data=data)
-    assert examples.ACCELERATORS["ml.g5.2xlarge"] == (1, 0, 0)
+    assert counted("ml.g5.2xlarge") == (1, 0)
     for kind in ("PyTorchJob", "MPIJob"):
         for spec in pod_specs(by_kind(files, kind)):
             assert "vpc.amazonaws.com/efa" not in spec["containers"][0].get("resources", {}).get("limits", {})
@@ -195,7 +203,7 @@ def test_smoke_test_runs_nccl_across_two_nodes_and_checks_gpus_and_efa(default_f
     assert job["apiVersion"] == "kubeflow.org/v2beta1"
     specs = job["spec"]["mpiReplicaSpecs"]
     assert specs["Worker"]["replicas"] == 2
-    gpus = examples.ACCELERATORS["ml.g5.8xlarge"].gpus
+    gpus, _ = counted("ml.g5.8xlarge")
     assert job["spec"]["slotsPerWorker"] == gpus
     script = specs["Launcher"]["template"]["spec"]["containers"][0]["args"][0]
     assert "nvidia-smi" in script and "fi_info -p efa" in script
@@ -203,11 +211,10 @@ def test_smoke_test_runs_nccl_across_two_nodes_and_checks_gpus_and_efa(default_f
     assert "It needs 2 nodes" in default_files["nccl-smoke-test.yaml"]  # the default group has one
 
 
-def test_images_are_pinned_and_the_table_only_names_hyperpod_types():
+def test_images_are_pinned():
     for image in (examples.TRAINING_IMAGE, examples.NCCL_TESTS_IMAGE, examples.INFERENCE_IMAGE):
         name, _, tag = image.rpartition(":")
         assert name and tag and tag != "latest", image
-    assert set(examples.ACCELERATORS) <= cluster_instance_types()
 
 
 def test_cli_writes_the_rendering_and_exits_0(tmp_path, capsys):
@@ -302,15 +309,16 @@ def _accelerated_types() -> set[str]:
     return {t for t in cluster_instance_types() if re.match(r"ml\.(p|g|trn|inf)", t)}
 
 
-# Types no source read here counts (see the comment above ACCELERATORS): they need --gpus/--efa.
-UNCOUNTED = {t for t in _accelerated_types() if t.startswith(("ml.g4dn.", "ml.g7.")) or t == "ml.p6e-gb200.36xlarge"}
+# Types whose GPUs no source read here counts (see the comment above the catalog's rows): they need --gpus.
+UNCOUNTED = {t for t in _accelerated_types() if t.startswith(("ml.g4dn.", "ml.g7."))}
 
 
-def test_table_counts_every_accelerated_hyperpod_type_but_the_uncounted_ones():
-    assert set(examples.ACCELERATORS) == _accelerated_types() - UNCOUNTED
+def test_the_catalog_counts_every_accelerated_hyperpod_type_but_the_uncounted_ones():
+    counted_types = {t for t in _accelerated_types() if (known := lookup(t)) and known.accelerators is not None}
+    assert counted_types == _accelerated_types() - UNCOUNTED
     for name in ("ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge", "ml.p5.4xlarge", "ml.g7e.48xlarge"):
-        assert examples.ACCELERATORS[name].gpus >= 1
-    assert examples.ACCELERATORS["ml.trn2.48xlarge"].neuron == 16
+        assert counted(name)[0] >= 1
+    assert lookup("ml.trn2.48xlarge").neuron == 16
 
 
 def _one_group(instance_type: str, count: int = 2) -> dict[str, Any]:
@@ -322,9 +330,9 @@ def _one_group(instance_type: str, count: int = 2) -> dict[str, Any]:
 @pytest.mark.parametrize("instance_type", ["ml.p6-b200.48xlarge", "ml.p6-b300.48xlarge", "ml.p5.4xlarge"])
 def test_new_gpu_types_render(instance_type):
     files = render(data=_one_group(instance_type))
-    expected = examples.ACCELERATORS[instance_type]
+    gpus, efa = counted(instance_type)
     worker = by_kind(files, "MPIJob")["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    assert worker["resources"]["limits"] == {"nvidia.com/gpu": expected.gpus, "vpc.amazonaws.com/efa": expected.efa}
+    assert worker["resources"]["limits"] == {"nvidia.com/gpu": gpus, "vpc.amazonaws.com/efa": efa}
 
 
 def test_an_uncounted_type_is_named_and_gpus_efa_override(tmp_path, capsys):
@@ -387,7 +395,7 @@ def test_with_the_training_operator_the_job_is_a_hyperpod_pytorch_job(addons_fil
     (job,) = [d for d in documents(addons_files) if d["kind"] == "HyperPodPyTorchJob"]
     assert not [d for d in documents(addons_files) if d["kind"] == "PyTorchJob"]
     assert job["apiVersion"] == "sagemaker.amazonaws.com/v1"
-    gpus, efa, _ = examples.ACCELERATORS["ml.p4d.24xlarge"]
+    gpus, efa = counted("ml.p4d.24xlarge")
     spec = job["spec"]
     assert spec["nprocPerNode"] == str(gpus)
     assert spec["runPolicy"]["jobMaxRetryCount"] == examples.JOB_MAX_RETRY_COUNT

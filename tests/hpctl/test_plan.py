@@ -192,6 +192,32 @@ def test_json_is_one_object_per_accelerated_group_with_exactly_the_keys(run, wri
     assert result[0]["mtbf_hours"] == result[1]["mtbf_hours"] == pytest.approx(1 / (16 * 419 / 21_233_664))
 
 
+def test_trainium_groups_are_planned_by_their_neuron_devices(run, write_config) -> None:
+    # Trn1 and Trn2 have no GPUs: a job counts their Neuron devices, 16 on ml.trn1.32xlarge and ml.trn2.48xlarge,
+    # 1 on ml.trn2.3xlarge (the instance catalog). botocore lists no ml.inf type, so no config can hold one.
+    data = config(
+        group("trn1", "ml.trn1.32xlarge", 4),
+        group("trn2", "ml.trn2.48xlarge", 2),
+        group("small", "ml.trn2.3xlarge", 3),
+        group("p4d", "ml.p4d.24xlarge", 8),
+    )
+    code, result = run.json("plan", "--config", str(write_config(data)), "--checkpoint-gib", "10",
+                            "--write-mib-per-s", "100")
+    assert code == 0
+    assert [(p["group"], p["instances"], p["accelerators_per_instance"]) for p in result] == [
+        ("trn1", 4, 16), ("trn2", 2, 16), ("small", 3, 1), ("p4d", 8, 8)]
+    # 4 x 16 Neuron devices are as many accelerators as 8 x 8 GPUs: the same rate, so the same figures.
+    assert result[0]["mtbf_hours"] == result[3]["mtbf_hours"] == pytest.approx(1 / (64 * 419 / 21_233_664))
+
+
+def test_a_gpu_type_without_a_count_is_skipped_and_named(run, write_config) -> None:
+    data = config(group("p4d", "ml.p4d.24xlarge", 2), group("t4", "ml.g4dn.12xlarge", 2))
+    code, out, _ = run("plan", "--config", str(write_config(data)), "--checkpoint-gib", "10",
+                       "--write-mib-per-s", "100")
+    assert code == 0
+    assert "skipped t4: ml.g4dn.12xlarge has no count of its accelerators in the instance catalog" in out
+
+
 def test_human_output_lists_skipped_groups_and_what_it_assumes(run, write_config) -> None:
     data = config(group("p4d", "ml.p4d.24xlarge", 2), group("cpu", "ml.m5.2xlarge", 1))
     code, out, err = run("plan", "--config", str(write_config(data)), "--checkpoint-gib", "10",

@@ -11,8 +11,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import ROOT
 
 PACKAGES = ("infra", "hpctl")
@@ -118,12 +116,6 @@ FORBIDDEN = [
 ]
 
 # Known violations being removed on another branch: (importer, imported) -> why it is still here.
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    ("infra.constructs.hyperpod.autoscaling", "infra.guards.nag_pack"): "the nag pack's name and accelerated prefixes",
-    ("infra.constructs.hyperpod.autoscaling", "infra.guards.replacement"): "the node pools' release name",
-}
-
-
 def layer_violations(graph: dict[str, dict[str, int]]) -> list[tuple[str, str, str]]:
     """(importer, imported, why) for every import that points against the layers."""
     found = []
@@ -151,10 +143,8 @@ def test_no_module_of_infra_or_hpctl_is_part_of_an_import_cycle():
     assert found == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
 
 
-def test_layers_import_only_downwards_apart_from_known_violations():
-    unexpected = [why for module, target, why in layer_violations(import_graph())
-                  if (module, target) not in KNOWN_VIOLATIONS]
-    assert unexpected == []
+def test_layers_import_only_downwards():
+    assert [why for _, _, why in layer_violations(import_graph())] == []
 
 
 def test_the_layer_check_catches_a_construct_that_imports_a_guard():
@@ -165,9 +155,3 @@ def test_the_layer_check_catches_a_construct_that_imports_a_guard():
         "infra.facts.z:5 imports infra.config.w: facts are leaves",
     ]
 
-
-@pytest.mark.xfail(strict=True, reason="infra/constructs/hyperpod/autoscaling.py imports infra.guards.nag_pack and "
-                   "infra.guards.replacement; another branch moves those names out of the guards")
-def test_no_known_layer_violation_is_left():
-    graph = import_graph()
-    assert [f"{m} imports {t}" for m, t in KNOWN_VIOLATIONS if t in graph.get(m, {})] == []

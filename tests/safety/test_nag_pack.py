@@ -15,7 +15,8 @@ import pytest
 from aws_cdk import CfnResource, Fn, Stack, Stage, Validations
 
 from infra.constructs.common import acknowledge
-from infra.guards.nag_pack import PACK_NAME, RULES, HyperPodChecks
+from infra.facts.names import NAG_PACK_NAME
+from infra.guards.nag_pack import RULES, HyperPodChecks
 from tests.conftest import new_app
 
 Builder = Callable[[Stack], None]
@@ -195,11 +196,11 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             build(Stack(app, _stack_name(rule, "pass", case)))
     acknowledged = Stack(app, "acknowledged")
     cluster = hyperpod(acknowledged, cluster={"NodeRecovery": "None"})
-    acknowledge(cluster, "HyperPod-SM3", ACKNOWLEDGED_REASON, pack=PACK_NAME)
+    acknowledge(cluster, "HyperPod-SM3", ACKNOWLEDGED_REASON, pack=NAG_PACK_NAME)
     Validations.of(app).add_plugins(HyperPodChecks(app))
     app.synth()
     data = json.loads((Path(outdir) / "validation-report.json").read_text())
-    (plugin,) = [p for p in data["pluginReports"] if p["pluginName"] == PACK_NAME]
+    (plugin,) = [p for p in data["pluginReports"] if p["pluginName"] == NAG_PACK_NAME]
     return dict(plugin)
 
 
@@ -253,11 +254,11 @@ def test_default_app_passes_the_pack(default_synth):
     assert [(v.rule_name, [r.construct_path for r in v.violating_resources]) for v in result.violations] == [
         ("HyperPod-EC2-2", [f"{default_synth.config.project}-network/Network/EfaSecurityGroup/Resource"])]
     report = json.loads((default_synth.outdir / "validation-report.json").read_text())
-    assert not [p for p in report["pluginReports"] if p["pluginName"] == PACK_NAME and p["violations"]]
+    assert not [p for p in report["pluginReports"] if p["pluginName"] == NAG_PACK_NAME and p["violations"]]
 
 
 @pytest.mark.parametrize("variant", ["variant_synth", "byo_synth"])
 def test_other_variants_have_no_finding_in_their_report(request, variant):
     """app_builder registers the pack, so each synth's report would list its unacknowledged findings."""
     report = json.loads((request.getfixturevalue(variant).outdir / "validation-report.json").read_text())
-    assert [p["violations"] for p in report["pluginReports"] if p["pluginName"] == PACK_NAME] in ([], [[]])
+    assert [p["violations"] for p in report["pluginReports"] if p["pluginName"] == NAG_PACK_NAME] in ([], [[]])

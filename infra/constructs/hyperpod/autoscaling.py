@@ -14,8 +14,8 @@ from infra.config import InstanceGroupConfig
 from infra.constructs.common import acknowledge, nag_name
 from infra.constructs.helm_release import ChartSource, HelmInstaller, HelmRelease
 from infra.constructs.hyperpod.cluster import HyperPodCluster
-from infra.guards.nag_pack import ACCELERATED_PREFIXES, PACK_NAME
-from infra.guards.replacement import NODE_POOLS_RELEASE_NAME
+from infra.facts.instances import is_accelerated
+from infra.facts.names import NAG_PACK_NAME, NODE_POOLS_RELEASE_NAME
 
 # The local chart with one HyperpodNodeClass and one NodePool per autoscaled instance group.
 NODE_POOLS_CHART_DIR = Path(__file__).parent / "autoscaling_chart"
@@ -128,10 +128,10 @@ class KarpenterNodePools(Construct):
         )
         self.release.node.add_dependency(hyperpod_cluster.cfn_cluster)
         for group in instance_groups:
-            if any(t.startswith(ACCELERATED_PREFIXES) for t in group.instance_types):
+            if any(is_accelerated(t) for t in group.instance_types):
                 acknowledge(
-                    hyperpod_cluster.cfn_cluster, f"{PACK_NAME}-SM4[{group.name}]",
+                    hyperpod_cluster.cfn_cluster, f"{NAG_PACK_NAME}-SM4[{group.name}]",
                     f"Karpenter scales {group.name}; AWS does not autoscale groups with deep health checks "
                     "(sagemaker-hyperpod-eks-autoscaling-nodeclass: they take 60-90 minutes, pods stay pending).",
-                    pack=PACK_NAME,
+                    pack=NAG_PACK_NAME,
                 )
