@@ -15,6 +15,7 @@ from constructs import Construct
 from infra.constructs.common import acknowledge
 from infra.errors import ConfigError
 from infra.facts.ip_plan import control_plane_layout
+from infra.facts.names import NAG_PACK_NAME
 
 # Interface endpoints a closed network needs for HyperPod nodes, EKS and the operator tooling: construct ID ->
 # the name of the ec2.InterfaceVpcEndpointAwsService constant. Names, not the constants: reading one is a call into
@@ -364,7 +365,7 @@ class HyperPodNetwork(Construct):
         if all_egress:
             acknowledge(group, "HyperPod-EC2-2",
                         "network.node_egress is all: AWS's HyperPod security group template allows all egress "
-                        "(InternetCommunicationRuleEgress); https_only restricts it.", pack="HyperPod")
+                        "(InternetCommunicationRuleEgress); https_only restricts it.", pack=NAG_PACK_NAME)
         else:
             group.add_egress_rule(group, ec2.Port.all_traffic(), "EFA and node-to-node traffic within the group")
             group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to AWS APIs and registries")
