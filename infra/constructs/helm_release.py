@@ -33,10 +33,11 @@ from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
 from infra.constructs.common import acknowledge
-from infra.constructs.provider import logged_provider
+from infra.constructs.provider import logged_provider, runtime_code
 from infra.runtime.chart_installer.handler.deadline import DEFAULT_TIMEOUT_MINUTES, FUNCTION_TIMEOUT_SECONDS
 
-# The installer's runtime code (helm upgrade --install / uninstall, see its module docstring).
+# The installer's runtime code (helm upgrade --install / uninstall, see its module docstring), shipped in the
+# runtime asset (provider.runtime_code).
 HANDLER_DIR = Path(__file__).parents[1] / "runtime" / "chart_installer"
 # helm's --timeout for one operation (a wait, a hook); the handler shortens it to the time left.
 HELM_TIMEOUT_MINUTES = DEFAULT_TIMEOUT_MINUTES
@@ -130,8 +131,8 @@ class HelmInstaller(Construct):
             self, "Function",
             runtime=lambda_.Runtime.PYTHON_3_14,
             architecture=lambda_.Architecture.X86_64,
-            handler="handler.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            handler="runtime.chart_installer.handler.on_event",
+            code=runtime_code(),
             # kubectl 1.33. Kubernetes supports kubectl within one minor version of the API server
             # (https://kubernetes.io/releases/version-skew-policy/#kubectl): eks.version 1.32-1.34 is within it;
             # 1.35 is two ahead, which the installer's two kubectl uses (apply of CRDs, get --raw on a group

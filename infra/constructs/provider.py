@@ -1,6 +1,9 @@
-"""aws-cdk-lib's custom resource Provider framework as our custom resources use it: logged and acknowledged."""
+"""aws-cdk-lib's custom resource Provider framework as our custom resources use it: logged and acknowledged, with
+the one code asset of their functions."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
@@ -9,6 +12,23 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.constructs.common import acknowledge, nag_name
+
+# The deploy-time code of every custom resource function: the package infra/runtime, shipped as the top-level
+# package ``runtime`` of one asset whose root is infra/ with everything but runtime/ left out (``exclude`` in
+# aws-cdk-lib's glob mode: later patterns win, ``!`` takes a path back in). Each handler string names its module
+# from there (``runtime.chart_installer.handler.on_event``): Lambda splits the string at its last dot and imports
+# the rest with importlib.import_module
+# (aws/aws-lambda-python-runtime-interface-client@0184e90396bbb34fafa2feedae2b4f65a24efb2f:awslambdaric/bootstrap.py,
+# _get_handler). The modules import each other relatively (``..common.deadline``), so
+# the same files run as ``infra.runtime`` in synth and tests; tests/chart_installer/test_packaging.py imports both
+# handlers from a synthesized asset directory alone.
+RUNTIME_DIR = Path(__file__).parents[1] / "runtime"
+RUNTIME_ASSET_EXCLUDE = ("*", f"!{RUNTIME_DIR.name}", f"!{RUNTIME_DIR.name}/**", "__pycache__", "*.pyc")
+
+
+def runtime_code() -> lambda_.Code:
+    """The asset holding the ``runtime`` package (and nothing else of infra/) for a custom resource function."""
+    return lambda_.Code.from_asset(str(RUNTIME_DIR.parent), exclude=list(RUNTIME_ASSET_EXCLUDE))
 
 
 def logged_provider(
