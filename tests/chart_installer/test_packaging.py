@@ -13,6 +13,10 @@ from infra.constructs.provider import RUNTIME_DIR
 
 # The handler of each function built from the runtime asset (infra/constructs: helm_release.py, grafana_content.py).
 HANDLERS = {"runtime.chart_installer.handler.on_event", "runtime.grafana_content.handler.on_event"}
+# The readiness provider's functions (HelmInstaller.readiness_provider), from the same asset; the default app has
+# no Readiness yet, tests/stacks/test_readiness.py synthesizes them.
+READINESS_HANDLERS = ("runtime.chart_installer.handler.readiness.on_event",
+                      "runtime.chart_installer.handler.readiness.is_complete")
 
 
 def runtime_functions(synth) -> dict[str, str]:
@@ -53,11 +57,13 @@ def test_lambda_imports_every_handler_from_the_asset_root_without_the_repository
         "'runtime')))))"
     )
     result = subprocess.run(
-        [sys.executable, "-I", "-c", code, str(asset), *sorted(functions)], capture_output=True, text=True,
+        [sys.executable, "-I", "-c", code, str(asset), *sorted(functions), *READINESS_HANDLERS],
+        capture_output=True, text=True,
         check=False, cwd=asset, env={"PATH": os.environ.get("PATH", "")}, timeout=60,
     )
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout)
     assert not [name for name in loaded if name == "infra" or name.startswith("infra.")]
     assert {"runtime.chart_installer.handler.protocol", "runtime.chart_installer.handler.helm",
-            "runtime.grafana_content.handler", "runtime.common.deadline", "runtime.common.errors"} <= set(loaded)
+            "runtime.grafana_content.handler", "runtime.common.deadline", "runtime.common.errors",
+            "runtime.chart_installer.handler.readiness"} <= set(loaded)

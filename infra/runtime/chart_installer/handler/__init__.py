@@ -52,7 +52,9 @@ Any exception, ours or not, reaches CloudFormation as one line (``runtime.common
 Modules, by responsibility: ``protocol`` (the requests), ``properties`` (ResourceProperties), ``deadline`` (time
 limits, kept with the runtime's one ``Deadline``), ``charts`` (fetching and vendoring), ``cluster`` (EKS access),
 ``helm`` (the release's state, recovery, uninstall), ``crds``, ``kinds`` (waiting for CRD kinds), ``process``
-(running helm and kubectl), ``aws_clients``, ``errors``. The Lambda's asset holds the package ``runtime`` (this
+(running helm and kubectl), ``aws_clients``, ``errors``; ``readiness`` is the onEvent and isComplete pair of the
+installer's second, asynchronous provider (``Custom::HyperPodReadiness``: waiting for nodes, workloads and add-ons),
+with its own entry points. The Lambda's asset holds the package ``runtime`` (this
 package is ``runtime.chart_installer.handler``, the handler ``runtime.chart_installer.handler.on_event``); the
 modules import each other relatively, so the same code runs as ``infra.runtime.chart_installer.handler`` in synth
 and tests.
