@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from urllib.parse import urlparse
 
 from aws_cdk import Aws, CustomResource, Duration, Fn, RemovalPolicy, Stack
@@ -15,11 +14,9 @@ from constructs import Construct
 
 from infra.config import S3_PREFIX_PATTERN
 from infra.constructs.common import acknowledge, nag_name
-from infra.constructs.provider import logged_provider
+from infra.constructs.provider import logged_provider, runtime_code
 from infra.errors import ConfigError
 
-# The provisioner's runtime code (see its module docstring for what it does on create, update and delete).
-HANDLER_DIR = Path(__file__).parents[1] / "runtime" / "grafana_content"
 RESOURCE_TYPE = "Custom::HyperPodGrafanaContent"
 SERVICE_ACCOUNT_NAME = "hyperpod-content-provisioner"
 FUNCTION_TIMEOUT_MINUTES = 5
@@ -114,8 +111,8 @@ class GrafanaContent(Construct):
             self, "Function",
             runtime=lambda_.Runtime.PYTHON_3_14,
             architecture=lambda_.Architecture.ARM_64,
-            handler="handler.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            handler="runtime.grafana_content.handler.on_event",
+            code=runtime_code(),
             timeout=Duration.minutes(FUNCTION_TIMEOUT_MINUTES),
             memory_size=512,
             role=self.role,

@@ -29,14 +29,17 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import custom_resources as cr
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
-from infra.constructs.common import acknowledge
-from infra.constructs.provider import logged_provider
+from infra.constructs.common import acknowledge, nag_name
+from infra.constructs.provider import logged_provider, runtime_code
 from infra.runtime.chart_installer.handler.deadline import DEFAULT_TIMEOUT_MINUTES, FUNCTION_TIMEOUT_SECONDS
+from infra.runtime.chart_installer.handler.readiness import CHECK_FUNCTION_TIMEOUT_SECONDS
 
-# The installer's runtime code (helm upgrade --install / uninstall, see its module docstring).
+# The installer's runtime code (helm upgrade --install / uninstall, see its module docstring), shipped in the
+# runtime asset (provider.runtime_code).
 HANDLER_DIR = Path(__file__).parents[1] / "runtime" / "chart_installer"
 # helm's --timeout for one operation (a wait, a hook); the handler shortens it to the time left.
 HELM_TIMEOUT_MINUTES = DEFAULT_TIMEOUT_MINUTES
@@ -44,6 +47,15 @@ HELM_TIMEOUT_MINUTES = DEFAULT_TIMEOUT_MINUTES
 # five more for queueing and cold starts.
 SERVICE_TIMEOUT_MINUTES = 20
 RESOURCE_TYPE = "Custom::HyperPodHelmRelease"
+# The readiness provider (its time limits and why: infra/constructs/readiness.py): isComplete every 30 s, as AWS's
+# wait-for-hyperpod-nodes.sh polls; the framework gives up after 55 minutes, under the resource's ServiceTimeout
+# of an hour and after the last wait a Readiness may ask for (readiness.MAX_TIMEOUT_SECONDS, 50 minutes) plus one
+# interval. aws-cdk-lib needs the total to be a whole number of intervals (custom-resources/lib/provider-framework/
+# util.js, calculateRetryPolicy).
+READINESS_QUERY_INTERVAL_SECONDS = 30
+READINESS_TOTAL_TIMEOUT_SECONDS = 55 * 60
+# The readiness onEvent function only reads its properties and the clock.
+READINESS_START_TIMEOUT_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,9 @@ class HelmInstaller(Construct):
     not learn about the installer); its role gets an EKS access entry with cluster-admin scope, and every
     release waits for that entry. ``purpose`` and ``installs`` only word the descriptions of the security
     group, its rule and the role.
+
+    A ``Readiness`` (infra/constructs/readiness.py) of the stack is served by a second, asynchronous provider of
+    the installer (``readiness_provider``), made on first use so that a stack without one keeps its template.
     """
 
     def __init__(
@@ -121,31 +136,26 @@ class HelmInstaller(Construct):
             description=f"EKS API from the {purpose}",
         )
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
+        self._log_retention = log_retention
+        self._removal_policy = removal_policy
+        self._readiness_provider: cr.Provider | None = None
+        self._describes_addons = False
         self.role = iam.Role(
             self, "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"Installs {installs} on the EKS cluster",
         )
-        self.function = lambda_.Function(
-            self, "Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            architecture=lambda_.Architecture.X86_64,
-            handler="handler.on_event",
-            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
-            # kubectl 1.33. Kubernetes supports kubectl within one minor version of the API server
-            # (https://kubernetes.io/releases/version-skew-policy/#kubectl): eks.version 1.32-1.34 is within it;
-            # 1.35 is two ahead, which the installer's two kubectl uses (apply of CRDs, get --raw on a group
-            # version) are expected to survive but is not verified.
-            layers=[KubectlV33Layer(self, "KubectlLayer")],
-            timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS),
-            memory_size=1024,
+        self._vpc = vpc
+        self._subnets = list(subnets)
+        # kubectl 1.33. Kubernetes supports kubectl within one minor version of the API server
+        # (https://kubernetes.io/releases/version-skew-policy/#kubectl): eks.version 1.32-1.34 is within it;
+        # 1.35 is two ahead, which the installer's kubectl uses (apply of CRDs, get of objects and API groups) are
+        # expected to survive but is not verified.
+        self.kubectl_layer = KubectlV33Layer(self, "KubectlLayer")
+        self.function = self._function(
+            self, "Function", handler="runtime.chart_installer.handler.on_event",
+            timeout=Duration.seconds(FUNCTION_TIMEOUT_SECONDS), memory_size=1024,
             ephemeral_storage_size=Size.gibibytes(2),
-            role=self.role,
-            vpc=vpc,
-            vpc_subnets=ec2.SubnetSelection(subnets=list(subnets)),
-            security_groups=[self.security_group],
-            log_group=self.log_group,
-            environment={"HELM_BIN": "/opt/helm/helm"},
         )
         self.role.add_to_policy(iam.PolicyStatement(
             sid="DescribeThisCluster", actions=["eks:DescribeCluster"], resources=[eks_cluster.cluster_arn],
@@ -172,6 +182,76 @@ class HelmInstaller(Construct):
             self.role, "AwsSolutions-IAM5[Resource::*]",
             "Only the Lambda VPC attachment actions (ec2 ENI create/describe/delete/assign) use '*': the ENI "
             "does not exist before the call, as in AWSLambdaVPCAccessExecutionRole.",
+        )
+
+    def _function(self, scope: Construct, construct_id: str, *, handler: str, timeout: Duration, memory_size: int,
+                  ephemeral_storage_size: Size | None = None, description: str | None = None) -> lambda_.Function:
+        """A function of the runtime asset with the installer's role, kubectl layer, VPC placement, security
+        group and log group: what can talk to this cluster's API server."""
+        return lambda_.Function(
+            scope, construct_id,
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.X86_64,
+            handler=handler,
+            code=runtime_code(),
+            layers=[self.kubectl_layer],
+            timeout=timeout,
+            memory_size=memory_size,
+            ephemeral_storage_size=ephemeral_storage_size,
+            role=self.role,
+            vpc=self._vpc,
+            vpc_subnets=ec2.SubnetSelection(subnets=self._subnets),
+            security_groups=[self.security_group],
+            log_group=self.log_group,
+            environment={"HELM_BIN": "/opt/helm/helm"},
+            description=description,
+        )
+
+    def readiness_provider(self) -> cr.Provider:
+        """The asynchronous provider of ``Readiness`` resources (infra/constructs/readiness.py: the time limits and
+        why), made on first use so that a stack without one keeps its template: under the construct ``Readiness``,
+        its onEvent function (``ReadinessStart``) and isComplete function (``ReadinessCheck``) run the
+        ``readiness`` module of the installer's handler package with the installer's role (its access entry
+        admits them to the cluster), layer, VPC placement and log group."""
+        if self._readiness_provider is None:
+            scope = Construct(self, "Readiness")
+            start = self._function(
+                scope, "ReadinessStart", handler="runtime.chart_installer.handler.readiness.on_event",
+                timeout=Duration.seconds(READINESS_START_TIMEOUT_SECONDS), memory_size=256,
+                description="Records when a HyperPod readiness wait ends",
+            )
+            check = self._function(
+                scope, "ReadinessCheck", handler="runtime.chart_installer.handler.readiness.is_complete",
+                timeout=Duration.seconds(CHECK_FUNCTION_TIMEOUT_SECONDS), memory_size=512,
+                description="Checks once whether what a HyperPod feature waits for is ready",
+            )
+            self._readiness_provider = logged_provider(
+                scope, on_event=start, is_complete=check,
+                query_interval=Duration.seconds(READINESS_QUERY_INTERVAL_SECONDS),
+                total_timeout=Duration.seconds(READINESS_TOTAL_TIMEOUT_SECONDS),
+                log_retention=self._log_retention, removal_policy=self._removal_policy,
+            )
+        return self._readiness_provider
+
+    def allow_describe_addons(self) -> None:
+        """Lets the role read the state of this cluster's EKS add-ons (a readiness check of kind ``addon``), once.
+
+        eks:DescribeAddon takes the resource type addon*, ARN
+        ``arn:${Partition}:eks:${Region}:${Account}:addon/${ClusterName}/${AddonName}/${UUID}`` (Service
+        Authorization Reference, https://docs.aws.amazon.com/service-authorization/latest/reference/
+        list_amazonelastickubernetesservice.html, read in a stored copy of the page): ``addon/<cluster>/*`` is this
+        cluster's add-ons and no other cluster's."""
+        if self._describes_addons:
+            return
+        self._describes_addons = True
+        addons = Stack.of(self).format_arn(service="eks", resource="addon",
+                                           resource_name=f"{self.eks_cluster.cluster_name}/*")
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="DescribeThisClustersAddons", actions=["eks:DescribeAddon"], resources=[addons]))
+        acknowledge(
+            self.role, f"AwsSolutions-IAM5[Resource::{nag_name(self, addons)}]",
+            "eks:DescribeAddon on this cluster's add-ons only: an add-on's ARN ends in an ID EKS assigns "
+            "(addon/<cluster>/<name>/<uuid>), unknown at synth.",
         )
 
 

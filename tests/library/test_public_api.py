@@ -146,6 +146,7 @@ def test_wheel_ships_the_runtime_files(tmp_path):
         assert packaged == (ROOT / "lifecycle_scripts/on_create.sh").read_bytes()
     for name in ("infra/runtime/chart_installer/handler/__init__.py",
                  "infra/runtime/chart_installer/handler/protocol.py", "infra/runtime/grafana_content/handler.py",
+                 "infra/runtime/common/deadline.py", "infra/runtime/common/errors.py",
                  "infra/constructs/hyperpod/autoscaling_chart/templates/node-pools.yaml",
                  "infra/py.typed", "infra/config/__init__.py", "hpctl/cli.py", "stacks/app_builder.py"):
         assert name in names, name

@@ -299,7 +299,7 @@ def test_chart_installer_runs_in_the_vpc_and_reaches_the_api_on_443(default_synt
     functions = default_synth.resources("hyperpod", "AWS::Lambda::Function")
     (installer,) = [f for k, f in functions.items() if k.startswith("DependenciesChartFunction")]
     props = installer["Properties"]
-    assert props["Handler"] == "handler.on_event"
+    assert props["Handler"] == "runtime.chart_installer.handler.on_event"
     # A minute under the provider framework's 15 minutes: the framework outlives it and reports a kill.
     assert props["Timeout"] == 840
     assert len(props["VpcConfig"]["SubnetIds"]) == 2

@@ -240,8 +240,8 @@ def test_volume_release_installs_the_local_chart_after_the_driver_and_access_ent
 
 def test_one_installer_function_per_stack_reading_only_the_chart_object(fsx_synth):
     resources = fsx_synth.template("storage")["Resources"]
-    installers = [r for r in resources.values()
-                  if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == "handler.on_event"]
+    installers = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Function"
+                  and r["Properties"].get("Handler") == "runtime.chart_installer.handler.on_event"]
     assert len(installers) == 1
     assert len([r for r in resources.values() if r["Type"] == "AWS::EKS::AccessEntry"]) == 1
     reads = [s for r in resources.values() if r["Type"] == "AWS::IAM::Policy"

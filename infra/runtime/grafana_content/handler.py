@@ -52,6 +52,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..common.deadline import Deadline
+from ..common.errors import DeployError, one_line, reports_failures
+
 # Data source and folder UIDs and the rule conversion follow AWS's Lambda (lambda_function.py at
 # aws/sagemaker-hyperpod-cluster-setup@b920fcf4, path above): the dashboards' panels and the alert rules
 # refer to these UIDs.
@@ -83,7 +86,9 @@ CORE_PROMETHEUS_TYPE = "prometheus"
 # WorkspaceDescription.grafanaVersion (botocore grafana model, required), e.g. "10.4".
 GRAFANA_VERSION = re.compile(r"(\d+)(\.\d+)*")
 
-# The Lambda runs 5 minutes at most; every network call ends before it does, leaving time to report.
+# The Lambda runs 5 minutes at most (GrafanaContent's FUNCTION_TIMEOUT_MINUTES); every network call ends before
+# it does, leaving time to report.
+FUNCTION_TIMEOUT_SECONDS = 5 * 60
 DEADLINE_MARGIN_SECONDS = 20
 HTTP_TIMEOUT_SECONDS = 30
 DOWNLOAD_ATTEMPTS = 3
@@ -93,56 +98,36 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 # CreateWorkspaceServiceAccountToken accepts 1..2592000 seconds (botocore grafana model).
 TOKEN_SLACK_SECONDS = 60
 WORKSPACE_POLL_SECONDS = 10
+# A Grafana error body is quoted up to this many bytes in a failure.
 REASON_CHARS = 300
 
-
-class ProvisionerError(Exception):
-    """A failure reported to CloudFormation with a one-line message an operator can act on."""
+# The provisioner's failures are the runtime's one kind of failure (one line, common.errors).
+ProvisionerError = DeployError
 
 
 # --- time ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Deadline:
-    """When the invocation is stopped (time.monotonic()), minus a margin to report the result."""
-
-    at: float
-
-    @staticmethod
-    def of(context: Any) -> Deadline:
-        remaining = getattr(context, "get_remaining_time_in_millis", None)
-        seconds = remaining() / 1000 if callable(remaining) else 300.0
-        return Deadline(time.monotonic() + seconds - DEADLINE_MARGIN_SECONDS)
-
-    def remaining(self) -> float:
-        return self.at - time.monotonic()
-
-    def timeout(self, what: str) -> float:
-        """A timeout for one call that ends before the deadline; refuses to start a call with no time left."""
-        left = self.remaining()
-        if left < 1:
-            raise ProvisionerError(f"ran out of time before {what}")
-        return min(HTTP_TIMEOUT_SECONDS, left)
+def call_timeout(deadline: Deadline, what: str) -> float:
+    """A timeout for one call that ends before the deadline; refuses to start a call with no time left."""
+    return min(HTTP_TIMEOUT_SECONDS, deadline.seconds_left(before=what))
 
 
 # --- entry point ---------------------------------------------------------------------------------
 
 
+@reports_failures
 def on_event(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """Any failure of Create or Update is reported with one line (``reports_failures``): ours as written, an AWS
+    call's as its botocore error."""
     request_type = event.get("RequestType")
     props = event.get("ResourceProperties") or {}
     log(f"{request_type} request {event.get('RequestId', '')} for {event.get('LogicalResourceId', '')}")
-    deadline = Deadline.of(context)
+    deadline = Deadline.of(context, fallback_seconds=FUNCTION_TIMEOUT_SECONDS, margin=DEADLINE_MARGIN_SECONDS)
     if request_type == "Delete":
         return delete(props, str(event.get("PhysicalResourceId", "")))
     if request_type in ("Create", "Update"):
-        try:
-            return provision(props, deadline)
-        except ProvisionerError as error:
-            raise ProvisionerError(one_line(str(error))) from None
-        except (ClientError, BotoCoreError) as error:
-            raise ProvisionerError(one_line(f"AWS call failed: {error}")) from None
+        return provision(props, deadline)
     raise ProvisionerError(f"unknown RequestType {request_type!r}")
 
 
@@ -276,7 +261,7 @@ def download(url: str, deadline: Deadline) -> bytes:
     for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
         try:
             status, body = send("GET", url, {"User-Agent": "hyperpod-grafana-provisioner"}, None,
-                                deadline.timeout(f"downloading {url}"))
+                                call_timeout(deadline, f"downloading {url}"))
         except (URLError, TimeoutError, ConnectionError) as error:
             status, body = 0, str(error).encode()
         if status == 200:
@@ -560,7 +545,7 @@ class GrafanaApi:
         try:
             status, body = send(method, self.base + path, {**self.headers, **(headers or {})},
                                 None if payload is None else json.dumps(payload).encode(),
-                                self.deadline.timeout(what))
+                                call_timeout(self.deadline, what))
         except (URLError, TimeoutError, ConnectionError) as error:
             raise ProvisionerError(f"Grafana {what} failed: {error}") from None
         log(f"{what} -> {status}")
@@ -610,11 +595,6 @@ def upsert_alert_rule(api: GrafanaApi, rule: Mapping[str, Any]) -> None:
 
 
 # --- output --------------------------------------------------------------------------------------
-
-
-def one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS] + "..."
 
 
 def log(message: str) -> None:

@@ -47,12 +47,17 @@ Failure paths (every one ends with an answer to CloudFormation, never a wait for
 A chart directory holding ``vendor-lock.json`` (written by ``scripts/vendor_chart.py``) carries its
 dependencies in ``charts/``: their sha256 digests are checked against the lock and nothing is downloaded.
 
+Any exception, ours or not, reaches CloudFormation as one line (``runtime.common.errors.reports_failures``).
+
 Modules, by responsibility: ``protocol`` (the requests), ``properties`` (ResourceProperties), ``deadline`` (time
-limits), ``charts`` (fetching and vendoring), ``cluster`` (EKS access), ``helm`` (the release's state, recovery,
-uninstall), ``crds``, ``kinds`` (waiting for CRD kinds), ``process`` (running helm and kubectl), ``aws_clients``,
-``errors``. The Lambda imports this package as ``handler`` from the root of its asset (handler
-``handler.on_event``); the modules import each other relatively, so the same code runs as
-``infra.runtime.chart_installer.handler`` in synth and tests.
+limits, kept with the runtime's one ``Deadline``), ``charts`` (fetching and vendoring), ``cluster`` (EKS access),
+``helm`` (the release's state, recovery, uninstall), ``crds``, ``kinds`` (waiting for CRD kinds), ``process``
+(running helm and kubectl), ``aws_clients``, ``errors``; ``readiness`` is the onEvent and isComplete pair of the
+installer's second, asynchronous provider (``Custom::HyperPodReadiness``: waiting for nodes, workloads and add-ons),
+with its own entry points. The Lambda's asset holds the package ``runtime`` (this
+package is ``runtime.chart_installer.handler``, the handler ``runtime.chart_installer.handler.on_event``); the
+modules import each other relatively, so the same code runs as ``infra.runtime.chart_installer.handler`` in synth
+and tests.
 """
 
 from __future__ import annotations

@@ -1,17 +1,21 @@
-"""Access to the EKS cluster: its endpoint, and a kubeconfig with a short-lived token for helm and kubectl."""
+"""Access to the EKS cluster: its endpoint, a kubeconfig with a short-lived token for helm and kubectl, and kubectl
+run with it."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
+import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from . import aws_clients
+from . import aws_clients, process
+from .deadline import Deadline
 from .errors import ChartInstallerError, ClusterNotFoundError
 
 TOKEN_PREFIX = "k8s-aws-v1."  # noqa: S105 - the token format prefix, not a secret
@@ -83,3 +87,11 @@ def write_kubeconfig(workdir: Path, cluster: Cluster) -> Path:
         json.dump(config, handle)  # JSON is valid YAML, and boto3 ships no YAML writer.
     os.chmod(path, 0o600)  # os.open's mode does not apply to a file that already existed.
     return path
+
+
+def kubectl(cluster: Cluster, workdir: Path, env: Mapping[str, str], deadline: Deadline,
+            args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """kubectl ``args`` against ``cluster`` with a fresh token, stopped at the invocation's deadline."""
+    seconds = deadline.seconds_left()
+    kubeconfig = write_kubeconfig(workdir, cluster)
+    return process.run([process.kubectl_bin(), *args, "--kubeconfig", str(kubeconfig)], env, seconds)

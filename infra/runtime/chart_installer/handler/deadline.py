@@ -1,12 +1,11 @@
-"""The installer's time limits, and the deadline every download and command of one invocation keeps."""
+"""The installer's time limits, and the deadline (``common.deadline.Deadline``) every download and command of one
+invocation keeps."""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import Any
 
-from .errors import DeadlineExceededError
+from ...common.deadline import Deadline
 
 # The installer function's time limit (HelmInstaller sets it from here). It is a minute shorter than the
 # provider framework's onEvent function, which aws-cdk-lib fixes at 15 minutes (FRAMEWORK_HANDLER_TIMEOUT in
@@ -23,26 +22,13 @@ CLEANUP_RESERVE_SECONDS = 90
 # A command is not started with less time than this.
 MIN_COMMAND_SECONDS = 30
 
-
-@dataclass(frozen=True)
-class Deadline:
-    """When this invocation must have answered, as a time.monotonic() value."""
-
-    at: float
-
-    @staticmethod
-    def after(seconds: float) -> Deadline:
-        return Deadline(time.monotonic() + seconds)
-
-    def seconds_left(self, keep: float = 0) -> float:
-        """Seconds the next step may take, keeping ``keep`` seconds and the reporting margin back."""
-        left = self.at - time.monotonic() - DEADLINE_MARGIN_SECONDS - keep
-        if left < MIN_COMMAND_SECONDS:
-            raise DeadlineExceededError("too little of the installer's time is left to go on")
-        return left
+__all__ = ["CLEANUP_RESERVE_SECONDS", "DEADLINE_MARGIN_SECONDS", "DEFAULT_TIMEOUT_MINUTES", "FUNCTION_TIMEOUT_SECONDS",
+           "MAX_TIMEOUT_MINUTES", "MIN_COMMAND_SECONDS", "Deadline", "lambda_deadline"]
 
 
 def lambda_deadline(context: Any) -> Deadline:
-    """When this invocation will be stopped: from the Lambda context, else the function's own time limit."""
-    remaining = getattr(context, "get_remaining_time_in_millis", None)
-    return Deadline.after(remaining() / 1000 if callable(remaining) else FUNCTION_TIMEOUT_SECONDS)
+    """When this invocation must have answered: from the Lambda context, else the function's own time limit, less
+    the reporting margin; no command starts with less than MIN_COMMAND_SECONDS."""
+    return Deadline.of(context, fallback_seconds=FUNCTION_TIMEOUT_SECONDS, margin=DEADLINE_MARGIN_SECONDS,
+                       minimum_step=MIN_COMMAND_SECONDS)
+

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import process
-from .cluster import Cluster, write_kubeconfig
+from .cluster import Cluster, kubectl, write_kubeconfig
 from .deadline import Deadline
 from .errors import ChartInstallerError, DeadlineExceededError
-from .process import TERMINATE_GRACE_SECONDS, check, helm_bin, kubectl_bin, log, tail
+from .process import TERMINATE_GRACE_SECONDS, check, helm_bin, log, tail
 from .properties import Release
 
 HISTORY_MAX = 5
@@ -55,9 +55,7 @@ class OnCluster:
         return process.run([helm_bin(), *args, *flags], self.env, seconds)
 
     def kubectl(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        seconds = self.deadline.seconds_left()
-        kubeconfig = write_kubeconfig(self.workdir, self.cluster)
-        return process.run([kubectl_bin(), *args, "--kubeconfig", str(kubeconfig)], self.env, seconds)
+        return kubectl(self.cluster, self.workdir, self.env, self.deadline, args)
 
 
 @dataclass(frozen=True)

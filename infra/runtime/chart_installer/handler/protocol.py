@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ...common.errors import reports_failures
 from .charts import fetch_chart
 from .cluster import describe_cluster
 from .crds import apply_crds
@@ -28,6 +29,7 @@ from .process import check, helm_env, log, tail
 from .properties import parse_release, parse_source, parse_values, release_to_delete
 
 
+@reports_failures
 def on_event(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     request_type = event.get("RequestType")
     props = event.get("ResourceProperties") or {}
