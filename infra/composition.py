@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import CfnOutput, CfnResource, RemovalPolicy, Stack, Tags
+from aws_cdk import Annotations, CfnOutput, CfnResource, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -21,6 +21,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct, IConstruct
 
 from infra.config import AppConfig, eks_cluster_name, require_network
+from infra.constructs.addon import workload_check
 from infra.constructs.addons import S3CsiDriver, TrainingOperator
 from infra.constructs.common import data_removal_policy, retention
 from infra.constructs.eks import EksControlPlane
@@ -33,6 +34,7 @@ from infra.constructs.hyperpod.lifecycle import LIFECYCLE_PREFIX, LifecycleScrip
 from infra.constructs.hyperpod.volume_key import HyperPodVolumeKey
 from infra.constructs.network import HyperPodNetwork
 from infra.constructs.observability import HyperPodObservability
+from infra.constructs.readiness import Readiness, ReadinessCheck
 from infra.constructs.storage import (
     STORAGE_CHART_DIR,
     STORAGE_RELEASE_NAME,
@@ -42,6 +44,8 @@ from infra.constructs.storage import (
 )
 from infra.constructs.task_governance import HyperPodTaskGovernance
 from infra.errors import ConfigError
+from infra.facts import addons
+from infra.facts.names import HYPERPOD_CLUSTER_NAME_LABEL
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,7 @@ class HyperPodParts:
     task_governance: HyperPodTaskGovernance | None = None
     training_operator: TrainingOperator | None = None
     s3_csi_driver: S3CsiDriver | None = None
+    nodes_ready: Readiness | None = None
     scopes: list[Construct] = field(default_factory=list)
 
 
@@ -140,10 +145,11 @@ def compose(
 ) -> HyperPodParts:
     """Build the components of ``config`` in ``placement``'s scopes, wired in creation order.
 
-    The HyperPod cluster waits for the dependencies chart and the uploaded scripts; observability and storage
-    (their add-ons need running nodes) wait for the HyperPod cluster. Tags (``project`` plus ``config.tags``)
-    and ``config.permissions_boundary_arn`` reach everything built, including the stack-level functions
-    aws-cdk-lib adds for these constructs.
+    The HyperPod cluster waits for the dependencies chart and the uploaded scripts. What needs running nodes
+    (observability, storage, the add-ons) waits for a HyperPod node and the Pod Identity agent (``_nodes_ready``),
+    and what needs another add-on waits until that add-on is ACTIVE and its workloads are available. Tags
+    (``project`` plus ``config.tags``) and ``config.permissions_boundary_arn`` reach everything built, including
+    the stack-level functions aws-cdk-lib adds for these constructs.
     """
     existing = existing or Existing()
     existing.check(config)
@@ -151,32 +157,96 @@ def compose(
     log_retention = retention(config.eks.log_retention_days)
 
     network = _network(placement.network, config, existing, removal)
+    control_plane, eks_cluster, api_security_group = _control_plane(placement.eks, config, network, existing,
+                                                                    removal, log_retention)
+    core = _hyperpod(placement.hyperpod, config, network, eks_cluster, api_security_group, existing, scripts_dir,
+                     removal, log_retention)
+    hyperpod_cluster, installer = core.hyperpod_cluster, core.dependencies_chart.installer
+    nodes_ready = _nodes_ready(placement.hyperpod, config, installer, hyperpod_cluster)
 
-    control_plane: EksControlPlane | None = None
-    if existing.eks_cluster is None:
-        e = config.eks
-        control_plane = EksControlPlane(
-            placement.eks, "ControlPlane", eks_cluster_name=eks_cluster_name(config), vpc=network.vpc,
-            subnets=network.control_plane_subnets, security_group=network.security_group,
-            kubernetes_version=e.version,
-            endpoint_access=eks.EndpointAccess.PRIVATE if e.endpoint == "private"
-            else eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*[str(c) for c in e.public_access_cidrs]),
-            authentication_mode=e.authentication_mode, admin_principal_arns=e.admin_principal_arns,
-            namespace_admins={grant.principal_arn: grant.namespaces for grant in e.namespace_admins},
-            addon_versions={str(k): v for k, v in e.addon_versions.items()}, log_retention=log_retention,
-            secrets_key=existing.secrets_key, removal_policy=removal,
-        )
-        eks_cluster: eks.ICluster = control_plane.eks_cluster  # type: ignore[assignment]  # jsii stubs: Cluster lacks an ICluster member
-        cluster_name = eks_cluster_name(config)
-        api_security_group = network.security_group
-    else:
+    def after_nodes(later: Construct) -> None:
+        """``later`` needs running HyperPod nodes: in the same stack a resource dependency, across stacks the app
+        orders the stacks (``stacks/app_builder.py``), and the HyperPod stack ends with the wait for nodes."""
+        if Stack.of(later) is Stack.of(hyperpod_cluster):
+            later.node.add_dependency(nodes_ready or hyperpod_cluster.cfn_cluster)
+
+    observability = _observability(placement, config, eks_cluster, existing, removal, log_retention)
+    if observability is not None:
+        after_nodes(observability)
+    storage = None
+    if config.storage.fsx_lustre.enabled and placement.storage is not None:
+        storage = _add_storage(placement.storage, config, network, eks_cluster, api_security_group,
+                               log_retention=log_retention, removal_policy=removal,
+                               eks_cluster_name_literal=_literal_eks_cluster_name(config, existing))
+        after_nodes(storage.csi_driver)
+        after_nodes(storage.volume_release)
+    task_governance, training_operator, s3_csi_driver = _add_addons(
+        placement.hyperpod, config, eks_cluster, hyperpod_cluster, installer if nodes_ready else None)
+    for addon in (task_governance, training_operator, s3_csi_driver):
+        if addon is not None:
+            after_nodes(addon)
+    _order_addons(control_plane, task_governance, training_operator, s3_csi_driver)
+
+    scopes = placement.scopes()
+    _apply_cross_cutting(config, scopes)
+    return HyperPodParts(
+        network=network, eks_control_plane=control_plane, eks_cluster=eks_cluster, lifecycle=core.lifecycle,
+        execution_role=core.execution_role, dependencies_chart=core.dependencies_chart,
+        hyperpod_cluster=hyperpod_cluster, autoscaling_role=core.autoscaling_role, node_pools=core.node_pools,
+        observability=observability, storage=storage, volume_key=core.volume_key, task_governance=task_governance,
+        training_operator=training_operator, s3_csi_driver=s3_csi_driver, nodes_ready=nodes_ready, scopes=scopes,
+    )
+
+
+def _literal_eks_cluster_name(config: AppConfig, existing: Existing) -> str | None:
+    """The EKS cluster's name as a string when it is created here (the config fixes it), else None."""
+    return eks_cluster_name(config) if existing.eks_cluster is None else None
+
+
+def _control_plane(
+    scope: Construct, config: AppConfig, network: HyperPodNetwork, existing: Existing, removal: RemovalPolicy,
+    log_retention: logs.RetentionDays,
+) -> tuple[EksControlPlane | None, eks.ICluster, ec2.ISecurityGroup]:
+    """The EKS control plane created here, or the one brought along; with the group the API server's clients
+    reach it through."""
+    if existing.eks_cluster is not None:
         assert existing.eks_cluster_security_group is not None  # Existing.check
-        eks_cluster = existing.eks_cluster
-        cluster_name = existing.eks_cluster.cluster_name
-        api_security_group = existing.eks_cluster_security_group
+        return None, existing.eks_cluster, existing.eks_cluster_security_group
+    e = config.eks
+    control_plane = EksControlPlane(
+        scope, "ControlPlane", eks_cluster_name=eks_cluster_name(config), vpc=network.vpc,
+        subnets=network.control_plane_subnets, security_group=network.security_group,
+        kubernetes_version=e.version,
+        endpoint_access=eks.EndpointAccess.PRIVATE if e.endpoint == "private"
+        else eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*[str(c) for c in e.public_access_cidrs]),
+        authentication_mode=e.authentication_mode, admin_principal_arns=e.admin_principal_arns,
+        namespace_admins={grant.principal_arn: grant.namespaces for grant in e.namespace_admins},
+        addon_versions={str(k): v for k, v in e.addon_versions.items()}, log_retention=log_retention,
+        secrets_key=existing.secrets_key, removal_policy=removal,
+    )
+    eks_cluster: eks.ICluster = control_plane.eks_cluster  # type: ignore[assignment]  # jsii stubs: Cluster lacks an ICluster member
+    return control_plane, eks_cluster, network.security_group
 
+
+@dataclass(frozen=True)
+class _HyperPodCore:
+    lifecycle: LifecycleScripts
+    execution_role: HyperPodExecutionRole
+    dependencies_chart: HyperPodDependenciesChart
+    hyperpod_cluster: HyperPodCluster
+    volume_key: HyperPodVolumeKey | None
+    autoscaling_role: HyperPodAutoscalingRole | None
+    node_pools: KarpenterNodePools | None
+
+
+def _hyperpod(
+    scope: Construct, config: AppConfig, network: HyperPodNetwork, eks_cluster: eks.ICluster,
+    api_security_group: ec2.ISecurityGroup, existing: Existing, scripts_dir: Path, removal: RemovalPolicy,
+    log_retention: logs.RetentionDays,
+) -> _HyperPodCore:
+    """The lifecycle scripts, the execution role, the dependencies chart, the HyperPod cluster after all three, and
+    with autoscaling its role and node pools."""
     hp = config.hyperpod
-    scope = placement.hyperpod
     # The file system is mounted with the Lustre client, so the lifecycle script installs it when storage is on.
     options = hp.lifecycle.model_copy(update={"fsx_lustre_client": True}) if config.storage.fsx_lustre.enabled \
         else hp.lifecycle
@@ -197,6 +267,7 @@ def compose(
         scope, "DependenciesChart", eks_cluster=eks_cluster, chart=hp.dependencies_chart, vpc=network.vpc,
         subnets=network.control_plane_subnets, eks_cluster_security_group=api_security_group,
         log_retention=log_retention, removal_policy=removal,
+        eks_cluster_name=_literal_eks_cluster_name(config, existing),
     )
     # Each group with its volume encryption resolved; the key exists only when a group uses it.
     groups = [g.model_copy(update={"volume_encryption": hp.group_volume_encryption(g)}) for g in hp.instance_groups]
@@ -221,61 +292,89 @@ def compose(
         # policy must exist by then, not only the role (CloudFormation creates them as separate resources).
         depends_on=[chart.release, lifecycle.deployment, *([role.policy] if role.policy else [])],
     )
-
     node_pools = None
     if hp.autoscaling.enabled:
         autoscaled = [g for g in groups if g.name in hp.autoscaling.instance_groups]
         node_pools = KarpenterNodePools(scope, "KarpenterNodePools", installer=chart.installer,
                                         instance_groups=autoscaled, hyperpod_cluster=hyperpod_cluster)
+    return _HyperPodCore(lifecycle=lifecycle, execution_role=role, dependencies_chart=chart,
+                         hyperpod_cluster=hyperpod_cluster, volume_key=volume_key,
+                         autoscaling_role=autoscaling_role, node_pools=node_pools)
 
-    observability = None
-    if config.observability.any_enabled and placement.observability is not None:
-        obs_scope = placement.observability
-        # In a stack of its own the EKS cluster is found by the name the config gives it, not imported from the
-        # EKS stack: its add-ons' ClusterName is create-only, and deployed stacks carry the literal name.
-        if Stack.of(obs_scope) is Stack.of(placement.eks) or existing.eks_cluster is not None:
-            cluster_arn = eks_cluster.cluster_arn
-        else:
-            cluster_arn = Stack.of(obs_scope).format_arn(service="eks", resource="cluster",
-                                                          resource_name=cluster_name)
-        o = config.observability
-        observability = HyperPodObservability(
-            obs_scope, "Observability", name=hp.cluster_name, eks_cluster_name=cluster_name,
-            eks_cluster_arn=cluster_arn, hyperpod_cluster_name=hp.cluster_name,
-            container_insights=o.container_insights, prometheus=o.prometheus if o.prometheus.enabled else None,
-            grafana=o.grafana if o.grafana.enabled else None, alerts=o.alerts if o.alerts.enabled else None,
-            dashboard=o.dashboard, log_retention=log_retention, removal_policy=removal,
-        )
-        _after(observability, hyperpod_cluster)
 
-    storage = None
-    if config.storage.fsx_lustre.enabled and placement.storage is not None:
-        storage = _add_storage(placement.storage, config, network, eks_cluster, api_security_group,
-                               log_retention=log_retention, removal_policy=removal)
-        _after(storage.csi_driver, hyperpod_cluster)
-        _after(storage.volume_release, hyperpod_cluster)
+def needs_nodes(config: AppConfig) -> list[str]:
+    """The config keys of the features whose pods need a running HyperPod node (AWS's module lists the same
+    features as "Features that require waiting for nodes", awslabs/awsome-distributed-training@0edaf152:
+    1.architectures/7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/main.tf lines 45-52)."""
+    a = config.addons
+    switches = {
+        "observability": config.observability.any_enabled,
+        "storage.fsx_lustre": config.storage.fsx_lustre.enabled,
+        "addons.task_governance": a.task_governance.enabled,
+        "addons.training_operator": a.training_operator.enabled,
+        "addons.s3_csi": a.s3_csi.enabled,
+    }
+    return [key for key, on in switches.items() if on]
 
-    task_governance = _add_task_governance(scope, config, eks_cluster.cluster_name, hyperpod_cluster)
-    training_operator, s3_csi_driver = _add_addons(config, scope, eks_cluster, hyperpod_cluster)
-    # AWS's module installs the training operator after task governance (awslabs/awsome-distributed-training@
-    # 0edaf15:.../hyperpod-eks-tf/main.tf, depends_on module.task_governance), and every Pod Identity add-on after
-    # the Pod Identity agent (the install page's prerequisite). Across stacks the stack order already does it.
-    if control_plane is not None:
-        pod_identity_agent = control_plane.addons["eks-pod-identity-agent"]
-        for addon in (training_operator, s3_csi_driver):
-            if addon is not None and Stack.of(addon) is Stack.of(pod_identity_agent):
-                addon.node.add_dependency(pod_identity_agent)
-    if training_operator is not None and task_governance is not None:
-        training_operator.addon.node.add_dependency(task_governance.addon)
 
-    scopes = placement.scopes()
-    _apply_cross_cutting(config, scopes)
-    return HyperPodParts(
-        network=network, eks_control_plane=control_plane, eks_cluster=eks_cluster, lifecycle=lifecycle,
-        execution_role=role, dependencies_chart=chart, hyperpod_cluster=hyperpod_cluster,
-        autoscaling_role=autoscaling_role, node_pools=node_pools, observability=observability, storage=storage,
-        volume_key=volume_key, task_governance=task_governance, training_operator=training_operator,
-        s3_csi_driver=s3_csi_driver, scopes=scopes,
+def nodes_to_wait_for(config: AppConfig) -> int:
+    """How many nodes the instance groups ask for outright: Karpenter's groups start at 0 and scale on demand."""
+    autoscaled = set(config.hyperpod.autoscaling.instance_groups) if config.hyperpod.autoscaling.enabled else set()
+    return sum(g.instance_count for g in config.hyperpod.instance_groups if g.name not in autoscaled)
+
+
+def _nodes_ready(
+    scope: Construct, config: AppConfig, installer: HelmInstaller, hyperpod_cluster: HyperPodCluster,
+) -> Readiness | None:
+    """A wait, after the HyperPod cluster, for one of its nodes and the Pod Identity agent on it, when anything
+    needs them; the wait of AWS's module (scripts/wait-for-hyperpod-nodes.sh: a node labelled
+    sagemaker.amazonaws.com/cluster-name=<cluster>, then the agent's pods).
+
+    None, with a note in the synth output that says what is not waited for, when nothing needs nodes or when the
+    instance groups ask for none (every node comes from Karpenter, or every count is 0): a wait for a node nobody
+    asked for would hold the stack until it fails. Whatever needs nodes is then created once the cluster is, and
+    its add-ons report DEGRADED until a node joins.
+    """
+    features = needs_nodes(config)
+    if not features:
+        return None
+    if nodes_to_wait_for(config) == 0:
+        Annotations.of(scope).add_info(
+            f"{', '.join(features)}: not waiting for HyperPod nodes, as no instance group asks for a node outright "
+            "(Karpenter's groups start at 0); their add-ons stay DEGRADED until a node joins")
+        return None
+    selector = f"{HYPERPOD_CLUSTER_NAME_LABEL}={config.hyperpod.cluster_name}"
+    ready = Readiness(scope, "NodesReady", installer=installer, what="HyperPod nodes", checks=[
+        ReadinessCheck.nodes(selector, minimum=1),
+        *(workload_check(w) for w in addons.POD_IDENTITY_AGENT.workloads),
+    ])
+    ready.node.add_dependency(hyperpod_cluster.cfn_cluster)
+    return ready
+
+
+def _observability(
+    placement: Placement, config: AppConfig, eks_cluster: eks.ICluster, existing: Existing, removal: RemovalPolicy,
+    log_retention: logs.RetentionDays,
+) -> HyperPodObservability | None:
+    if not config.observability.any_enabled or placement.observability is None:
+        return None
+    hp = config.hyperpod
+    obs_scope = placement.observability
+    # The EKS cluster's name as the config gives it (a brought cluster's own), not a reference to the EKS stack: the
+    # add-ons' ClusterName is create-only, and deployed stacks carry the literal name. Its ARN likewise, in a stack
+    # of its own.
+    cluster_name = existing.eks_cluster.cluster_name if existing.eks_cluster is not None else eks_cluster_name(config)
+    if Stack.of(obs_scope) is Stack.of(placement.eks) or existing.eks_cluster is not None:
+        cluster_arn = eks_cluster.cluster_arn
+    else:
+        cluster_arn = Stack.of(obs_scope).format_arn(service="eks", resource="cluster", resource_name=cluster_name)
+    o = config.observability
+    return HyperPodObservability(
+        obs_scope, "Observability", name=hp.cluster_name, eks_cluster_name=cluster_name,
+        eks_cluster_arn=cluster_arn, hyperpod_cluster_name=hp.cluster_name,
+        container_insights=o.container_insights, prometheus=o.prometheus if o.prometheus.enabled else None,
+        grafana=o.grafana if o.grafana.enabled else None, alerts=o.alerts if o.alerts.enabled else None,
+        dashboard=o.dashboard, log_retention=log_retention, removal_policy=removal,
     )
 
 
@@ -300,52 +399,52 @@ def _network(scope: Construct, config: AppConfig, existing: Existing, removal: R
 
 
 def _add_addons(
-    config: AppConfig, scope: Construct, eks_cluster: eks.ICluster, hyperpod_cluster: HyperPodCluster,
-) -> tuple[TrainingOperator | None, S3CsiDriver | None]:
-    """The add-ons of ``config.addons``, in the HyperPod scope (docs/design.md says why), after its cluster."""
-    addons = config.addons
+    scope: Construct, config: AppConfig, eks_cluster: eks.ICluster, hyperpod_cluster: HyperPodCluster,
+    readiness_installer: HelmInstaller | None,
+) -> tuple[HyperPodTaskGovernance | None, TrainingOperator | None, S3CsiDriver | None]:
+    """The add-ons of ``config.addons``, in the HyperPod scope (docs/design.md says why). Task governance's policy
+    and quotas take the cluster's ARN, whose ID part AWS assigns, so another stack would have to import it."""
+    addons_config = config.addons
+    task_governance = None
+    governance = addons_config.task_governance
+    if governance.enabled:
+        task_governance = HyperPodTaskGovernance(
+            scope, "TaskGovernance", eks_cluster_name=eks_cluster.cluster_name,
+            hyperpod_cluster_arn=hyperpod_cluster.hyperpod_cluster_arn, name=config.hyperpod.cluster_name,
+            teams=governance.teams, priority_classes=governance.priority_classes, fair_share=governance.fair_share,
+            idle_resource_sharing=governance.idle_resource_sharing, addon_version=governance.addon_version,
+            readiness_installer=readiness_installer,
+        )
     training_operator = None
-    if addons.training_operator.enabled:
+    if addons_config.training_operator.enabled:
         # cert-manager comes as an EKS add-on; the config refuses the chart's cert-manager with it (AppConfig).
-        training_operator = TrainingOperator(scope, "TrainingOperator", eks_cluster=eks_cluster)
-        _after(training_operator, hyperpod_cluster)
+        training_operator = TrainingOperator(scope, "TrainingOperator", eks_cluster=eks_cluster,
+                                             readiness_installer=readiness_installer)
     s3_csi_driver = None
-    if addons.s3_csi.enabled:
+    if addons_config.s3_csi.enabled:
         s3_csi_driver = S3CsiDriver(scope, "S3CsiDriver", eks_cluster=eks_cluster,
-                                    bucket_arns=addons.s3_csi.bucket_arns)
-        _after(s3_csi_driver, hyperpod_cluster)
-    return training_operator, s3_csi_driver
+                                    bucket_arns=addons_config.s3_csi.bucket_arns)
+    return task_governance, training_operator, s3_csi_driver
 
 
-def _after(later: Construct, hyperpod_cluster: HyperPodCluster) -> None:
-    """``later`` needs running HyperPod nodes: in the same stack a resource dependency, across stacks the
-    app orders the stacks (``stacks/app_builder.py``)."""
-    if Stack.of(later) is Stack.of(hyperpod_cluster):
-        later.node.add_dependency(hyperpod_cluster.cfn_cluster)
-
-
-def _add_task_governance(
-    scope: Construct, config: AppConfig, eks_cluster_name: str, hyperpod_cluster: HyperPodCluster,
-) -> HyperPodTaskGovernance | None:
-    """Task governance beside the HyperPod cluster (docs/design.md says why there): its policy and quotas take
-    the cluster's ARN, whose ID part AWS assigns, so another stack would have to import it."""
-    governance = config.addons.task_governance
-    if not governance.enabled:
-        return None
-    built = HyperPodTaskGovernance(
-        scope, "TaskGovernance", eks_cluster_name=eks_cluster_name,
-        hyperpod_cluster_arn=hyperpod_cluster.hyperpod_cluster_arn,
-        name=config.hyperpod.cluster_name, teams=governance.teams, priority_classes=governance.priority_classes,
-        fair_share=governance.fair_share, idle_resource_sharing=governance.idle_resource_sharing,
-        addon_version=governance.addon_version,
-    )
-    _after(built, hyperpod_cluster)
-    return built
+def _order_addons(control_plane: EksControlPlane | None, task_governance: HyperPodTaskGovernance | None,
+                  training_operator: TrainingOperator | None, s3_csi_driver: S3CsiDriver | None) -> None:
+    """AWS's module installs the training operator after task governance (awslabs/awsome-distributed-training@
+    0edaf15:.../hyperpod-eks-tf/main.tf, depends_on module.task_governance), and every Pod Identity add-on after
+    the Pod Identity agent (the install page's prerequisite). Across stacks the stack order already does it."""
+    if control_plane is not None:
+        pod_identity_agent = control_plane.addons[addons.POD_IDENTITY_AGENT.name]
+        for addon in (training_operator, s3_csi_driver):
+            if addon is not None and Stack.of(addon) is Stack.of(pod_identity_agent):
+                addon.node.add_dependency(pod_identity_agent)
+    if training_operator is not None and task_governance is not None:
+        training_operator.addon.node.add_dependency(task_governance.addon)
 
 
 def _add_storage(
     scope: Construct, config: AppConfig, network: HyperPodNetwork, eks_cluster: eks.ICluster,
     api_security_group: ec2.ISecurityGroup, *, log_retention: logs.RetentionDays, removal_policy: RemovalPolicy,
+    eks_cluster_name_literal: str | None,
 ) -> SharedStorage:
     fsx = config.storage.fsx_lustre
     file_system = SharedFileSystem(
@@ -363,15 +462,17 @@ def _add_storage(
         scope, "ChartInstaller", eks_cluster=eks_cluster, vpc=network.vpc, subnets=network.control_plane_subnets,
         eks_cluster_security_group=api_security_group, purpose="shared storage chart installer",
         installs="the shared storage Helm chart", log_retention=log_retention,
-        removal_policy=removal_policy,
+        removal_policy=removal_policy, eks_cluster_name=eks_cluster_name_literal,
     )
     release = HelmRelease(
         scope, "SharedStorageRelease", installer=installer, release_name=STORAGE_RELEASE_NAME,
         namespace=STORAGE_RELEASE_NAMESPACE, chart=ChartSource.local(scope, "StorageChart", STORAGE_CHART_DIR),
         values=file_system.volume_values(),
     )
-    # Pods mount through the driver; the claim is installed once the driver is there.
-    release.node.add_dependency(csi_driver.addon)
+    # Pods mount through the driver: the claim is installed once the driver is ACTIVE and its controller available
+    # (AWS's module waits for the controller before its StorageClass, modules/fsx_lustre/main.tf), with the
+    # installer that installs the claim.
+    release.node.add_dependency(csi_driver.driver.wait_until_ready(installer))
     if file_system.data_repository is not None:
         release.node.add_dependency(file_system.data_repository)
     CfnOutput(scope, "PersistentVolumeClaim", value=f"{fsx.namespace}/{fsx.pvc_name}",

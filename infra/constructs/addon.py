@@ -11,7 +11,9 @@ from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
 
-from infra.facts.addons import AddonFacts
+from infra.constructs.helm_release import HelmInstaller
+from infra.constructs.readiness import Readiness, ReadinessCheck
+from infra.facts.addons import AddonFacts, Workload
 
 
 def pod_identity_trust(scope: Construct, *, eks_cluster_arn: str, namespace: str,
@@ -107,6 +109,22 @@ class EksAddon(Construct):
     @property
     def addon_name(self) -> str:
         return self.facts.name
+
+    def wait_until_ready(self, installer: HelmInstaller) -> Readiness:
+        """A ``Readiness`` (construct ID ``Ready`` in this construct) that passes once EKS reports the add-on ACTIVE
+        (not DEGRADED) and the workloads its facts name are available; make what needs the add-on depend on it."""
+        ready = Readiness(self, "Ready", installer=installer, what=self.facts.name,
+                          checks=[ReadinessCheck.addon(self.facts.name),
+                                  *(workload_check(w) for w in self.facts.workloads)])
+        ready.node.add_dependency(self.addon)
+        return ready
+
+
+def workload_check(workload: Workload) -> ReadinessCheck:
+    """The readiness check of one workload an add-on runs."""
+    if workload.kind == "daemonset":
+        return ReadinessCheck.daemonset(workload.namespace, workload.name)
+    return ReadinessCheck.deployment(workload.namespace, workload.name)
 
 
 def _configuration_values(scope: Construct, configuration: Mapping[str, Any] | None) -> str | None:

@@ -11,6 +11,8 @@ from constructs import Construct, IDependable
 
 from infra.constructs.addon import EksAddon
 from infra.constructs.common import acknowledge
+from infra.constructs.helm_release import HelmInstaller
+from infra.constructs.readiness import Readiness
 from infra.errors import ConfigError
 from infra.facts.addons import CERT_MANAGER, S3_CSI, TRAINING_OPERATOR
 
@@ -46,16 +48,21 @@ class TrainingOperator(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, eks_cluster: eks.ICluster,
-                 install_cert_manager: bool = True, cert_manager_ready: IDependable | None = None) -> None:
+                 install_cert_manager: bool = True, readiness_installer: HelmInstaller | None = None) -> None:
         super().__init__(scope, construct_id)
         cluster_name = eks_cluster.cluster_name
         self.cert_manager: EksAddon | None = None
         if install_cert_manager:
             self.cert_manager = EksAddon(self, "CertManager", addon=CERT_MANAGER, eks_cluster_name=cluster_name,
                                          configuration=CERT_MANAGER_CONFIGURATION)
-        # Its webhook certificates come from cert-manager: after cert-manager's readiness when given, else after the
-        # add-on resource.
-        cert_manager = cert_manager_ready or (self.cert_manager.addon if self.cert_manager else None)
+        # Its webhook certificates come from cert-manager: with an installer to check it, after cert-manager's
+        # Deployments are available (AWS's module, cert_manager.tf's wait_for_cert_manager), else after its add-on.
+        self.cert_manager_ready: Readiness | None = None
+        cert_manager: IDependable | None = None
+        if self.cert_manager is not None:
+            if readiness_installer is not None:
+                self.cert_manager_ready = self.cert_manager.wait_until_ready(readiness_installer)
+            cert_manager = self.cert_manager_ready or self.cert_manager.addon
         self.operator = EksAddon(
             self, "Addon", addon=TRAINING_OPERATOR, eks_cluster_name=cluster_name, role_id="ControllerRole",
             role_description="HyperPod training operator controller (EKS Pod Identity)",

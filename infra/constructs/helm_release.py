@@ -120,9 +120,13 @@ class HelmInstaller(Construct):
         installs: str = "Helm charts",
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        eks_cluster_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.eks_cluster = eks_cluster
+        # A cluster of another stack is a reference that has no name until synthesis; IAM statements whose cdk-nag
+        # acknowledgment must name their ARN use the name when the caller knows it.
+        self.eks_cluster_name = eks_cluster_name or eks_cluster.cluster_name
         self.security_group = ec2.SecurityGroup(
             self, "SecurityGroup", vpc=vpc, allow_all_outbound=False,
             description=f"{purpose}: HTTPS to the EKS API and chart sources",
@@ -245,7 +249,7 @@ class HelmInstaller(Construct):
             return
         self._describes_addons = True
         addons = Stack.of(self).format_arn(service="eks", resource="addon",
-                                           resource_name=f"{self.eks_cluster.cluster_name}/*")
+                                           resource_name=f"{self.eks_cluster_name}/*")
         self.role.add_to_policy(iam.PolicyStatement(
             sid="DescribeThisClustersAddons", actions=["eks:DescribeAddon"], resources=[addons]))
         acknowledge(

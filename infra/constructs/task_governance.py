@@ -11,6 +11,8 @@ from constructs import Construct
 from infra.config import PriorityClass, TeamConfig, compute_quota_name
 from infra.constructs.addon import EksAddon
 from infra.constructs.common import acknowledge
+from infra.constructs.helm_release import HelmInstaller
+from infra.constructs.readiness import Readiness
 from infra.facts.addons import TASK_GOVERNANCE
 
 # aws-cdk-lib 2.275 has no L1 class for it (CfnComputeQuota arrived in 2.276.0 per its API reference,
@@ -34,8 +36,10 @@ class HyperPodTaskGovernance(Construct):
     ``AWS::SageMaker::ComputeQuota`` per team, named ``<name>-<team>``; HyperPod task governance puts each
     team's tasks in the namespace ``hyperpod-ns-<team>``.
 
-    The add-on needs running nodes: create this after the HyperPod cluster. The policy and the quotas wait for
-    the add-on, as AWS's Terraform module makes its quotas wait for Kueue.
+    The add-on needs running nodes: create this after the HyperPod cluster has one (``Readiness``). With
+    ``readiness_installer`` the policy and the quotas wait until EKS reports the add-on ACTIVE and Kueue's
+    controller is available, as AWS's Terraform module makes its quotas wait for Kueue; without it they wait for
+    the add-on resource only.
     """
 
     def __init__(
@@ -51,6 +55,7 @@ class HyperPodTaskGovernance(Construct):
         fair_share: bool = True,
         idle_resource_sharing: bool = True,
         addon_version: str | None = None,
+        readiness_installer: HelmInstaller | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         # No IAM role: AWS's Terraform module installs the add-on without a pod identity association
@@ -60,6 +65,10 @@ class HyperPodTaskGovernance(Construct):
         self.kueue = EksAddon(self, "Addon", addon=TASK_GOVERNANCE, eks_cluster_name=eks_cluster_name,
                               version=addon_version)
         self.addon = self.kueue.addon
+        # The policy and the quotas need Kueue's controller: with an installer to check it, after its Deployment is
+        # available (AWS's module, task_governance/main.tf's wait_for_kueue_webhook), else after the add-on.
+        self.kueue_ready: Readiness | None = (
+            self.kueue.wait_until_ready(readiness_installer) if readiness_installer is not None else None)
         self.scheduler_config = sagemaker.CfnClusterSchedulerConfig(
             self, "SchedulerConfig",
             name=name,
@@ -73,7 +82,7 @@ class HyperPodTaskGovernance(Construct):
                 ],
             ),
         )
-        self.scheduler_config.node.add_dependency(self.addon)
+        self.scheduler_config.node.add_dependency(self.kueue_ready or self.addon)
         acknowledge(self.scheduler_config, "F3006", _UNKNOWN_TO_CDK_VALIDATE, pack="CloudFormation-Validate")
         self.quotas: dict[str, CfnResource] = {}
         for team in teams:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# AWS's Terraform modules for HyperPod on EKS, read at this commit:
+# AWS's Terraform modules for HyperPod on EKS, read at this commit (written ${_TF} in the comments below):
 _TF = ("awslabs/awsome-distributed-training@0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/"
        "7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/modules")
 
@@ -30,13 +30,23 @@ class PodIdentityFacts:
 
 
 @dataclass(frozen=True)
+class Workload:
+    """A workload an add-on runs, whose readiness tells that the add-on works (what AWS's modules wait for)."""
+
+    kind: Literal["deployment", "daemonset"]
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
 class AddonFacts:
     """One EKS add-on: its name, its Pod Identity facts (None: the add-on takes no AWS credentials of its own),
-    and where both were read."""
+    where both were read, and the workloads that must be available before what needs the add-on is created."""
 
     name: str
     pod_identity: PodIdentityFacts | None
     source: str
+    workloads: tuple[Workload, ...] = ()
 
 
 # The control plane's add-ons; HyperPod supports only the VPC CNI (../shared/ARCHITECTURE.md, "Facts: EKS side").
@@ -46,11 +56,21 @@ class AddonFacts:
 VPC_CNI = AddonFacts("vpc-cni", None, f"{_TF}/eks_cluster/main.tf")
 KUBE_PROXY = AddonFacts("kube-proxy", None, f"{_TF}/eks_cluster/main.tf")
 COREDNS = AddonFacts("coredns", None, "unverified: not in AWS's Terraform module")
-POD_IDENTITY_AGENT = AddonFacts("eks-pod-identity-agent", None, f"{_TF}/eks_cluster/main.tf")
+# Its DaemonSet: "kubectl rollout status daemonset/eks-pod-identity-agent --namespace kube-system"
+# (awsdocs/amazon-eks-user-guide@4d52b4d05e3478582e7d10a73cbd9ba9194dd5f7:latest/ug/manage-access/aws-access/
+# service-accounts.adoc line 976, https://docs.aws.amazon.com/eks/latest/userguide/pod-id-agent-setup.html).
+POD_IDENTITY_AGENT = AddonFacts("eks-pod-identity-agent", None, f"{_TF}/eks_cluster/main.tf",
+                                (Workload("daemonset", "kube-system", "eks-pod-identity-agent"),))
 CORE = (VPC_CNI, KUBE_PROXY, COREDNS, POD_IDENTITY_AGENT)
 
-# cert-manager, "required for HPTO": ${_TF}/hyperpod_cluster/cert_manager.tf.
-CERT_MANAGER = AddonFacts("cert-manager", None, f"{_TF}/hyperpod_cluster/cert_manager.tf")
+# cert-manager, "required for HPTO": ${_TF}/hyperpod_cluster/cert_manager.tf, which waits (lines 73-75) for its three
+# Deployments to be Available in namespace cert-manager (the add-on's namespace in EKS's community add-ons table,
+# awsdocs/amazon-eks-user-guide@7be511b85c731fd44afdefd90652c41edd3f0345:latest/ug/workloads/community-addons.adoc).
+CERT_MANAGER = AddonFacts("cert-manager", None, f"{_TF}/hyperpod_cluster/cert_manager.tf", (
+    Workload("deployment", "cert-manager", "cert-manager"),
+    Workload("deployment", "cert-manager", "cert-manager-cainjector"),
+    Workload("deployment", "cert-manager", "cert-manager-webhook"),
+))
 # The operator's service account, and a separate association: ${_TF}/hyperpod_training_operator/main.tf (version
 # v1.2.1-eksbuild.1 stopped declaring that it needs IAM permissions, so CreateAddon refuses the add-on's own
 # associations: "Pod Identity feature is not supported for addon version", awslabs/awsome-distributed-training#1075).
@@ -73,13 +93,18 @@ S3_CSI = AddonFacts(
 # The controller's service account: ${_TF}/fsx_lustre/main.tf (aws_eks_addon.fsx_lustre_csi_driver,
 # pod_identity_association), in kube-system (awsdocs/amazon-eks-user-guide@4d52b4d05e3478582e7d10a73cbd9ba9194dd5f7:
 # latest/ug/storage/fsx-csi.adoc lines 74-75 and 95, "kube-system/fsx-csi-controller-sa").
+# AWS's module waits for Deployment fsx-csi-controller in kube-system before it uses the driver (same file, line 53).
 FSX_CSI = AddonFacts(
     "aws-fsx-csi-driver",
     PodIdentityFacts("kube-system", "fsx-csi-controller-sa"),
     f"{_TF}/fsx_lustre/main.tf",
+    (Workload("deployment", "kube-system", "fsx-csi-controller"),),
 )
-# No IAM role: AWS's module installs it without a pod identity association (${_TF}/task_governance/main.tf).
-TASK_GOVERNANCE = AddonFacts("amazon-sagemaker-hyperpod-taskgovernance", None, f"{_TF}/task_governance/main.tf")
+# No IAM role: AWS's module installs it without a pod identity association (${_TF}/task_governance/main.tf), and
+# waits for Kueue's controller, Deployment kueue-controller-manager in kueue-system, before the compute quotas
+# (same file, lines 105-106, its wait_for_kueue_webhook).
+TASK_GOVERNANCE = AddonFacts("amazon-sagemaker-hyperpod-taskgovernance", None, f"{_TF}/task_governance/main.tf",
+                             (Workload("deployment", "kueue-system", "kueue-controller-manager"),))
 # Container Insights: the agent's service account cloudwatch-agent in amazon-cloudwatch
 # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/install-CloudWatch-Observability-EKS-addon.html,
 # option 3's `--name cloudwatch-agent --namespace amazon-cloudwatch`; awsdocs/amazon-eks-user-guide@

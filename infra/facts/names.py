@@ -29,3 +29,9 @@ def cluster_log_groups(eks_cluster_name: str, hyperpod_cluster_name: str) -> lis
     (``/aws/sagemaker/Clusters/<name>/<id>``, the id known only once the cluster exists)."""
     return [eks_control_plane_log_group(eks_cluster_name), f"/aws/containerinsights/{eks_cluster_name}/*",
             f"/aws/sagemaker/Clusters/{hyperpod_cluster_name}/*"]
+
+# The label HyperPod puts on each of its nodes in the EKS cluster, naming its HyperPod cluster: what AWS's module
+# waits for (awslabs/awsome-distributed-training@0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/
+# 7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/scripts/wait-for-hyperpod-nodes.sh line 12,
+# `kubectl get nodes -l sagemaker.amazonaws.com/cluster-name=$HYPERPOD_CLUSTER_NAME`).
+HYPERPOD_CLUSTER_NAME_LABEL = "sagemaker.amazonaws.com/cluster-name"

@@ -21,6 +21,7 @@ from infra.config import parse_config
 from infra.errors import ConfigError
 from stacks.app_builder import build_app
 from tests.conftest import ROOT, cdk_json_context, default_config_data, mutate, new_app, untagged
+from tests.template_graph import waits_for
 
 
 def test_every_exported_name_resolves():
@@ -124,11 +125,15 @@ def test_the_configs_boundary_tags_and_storage_reach_everything_it_builds(tmp_pa
     assert "NodeRole" in str(cluster["Properties"]["InstanceGroups"][0]["ExecutionRole"])
     (file_system,) = [r for r in resources if r["Type"] == "AWS::FSx::FileSystem"]
     assert {"Key": "team", "Value": "ml"} in file_system["Properties"]["Tags"]
-    # The CSI driver's add-on waits for HyperPod nodes, as the storage stack does in the app.
+    # The CSI driver's add-on waits for a HyperPod node, as the storage stack does in the app (after the HyperPod
+    # stack, which ends with that wait).
     (addon_id,) = [k for k, r in template["Resources"].items()
                    if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "aws-fsx-csi-driver"]
     cluster_id = next(k for k, r in template["Resources"].items() if r["Type"] == "AWS::SageMaker::Cluster")
-    assert cluster_id in template["Resources"][addon_id].get("DependsOn", [])
+    (nodes_ready_id,) = [k for k, r in template["Resources"].items() if r["Type"] == "Custom::HyperPodReadiness"
+                         and r["Properties"]["What"] == "HyperPod nodes"]
+    assert nodes_ready_id in template["Resources"][addon_id].get("DependsOn", [])
+    assert waits_for(template["Resources"], addon_id, cluster_id)
 
 
 def test_wheel_ships_the_runtime_files(tmp_path):

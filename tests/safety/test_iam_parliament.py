@@ -65,6 +65,7 @@ def _arn(resource_type: str, name: str) -> str:
         "AWS::SageMaker::Cluster": f"arn:{PARTITION}:sagemaker:{REGION}:{ACCOUNT}:cluster/{name}",
         "AWS::APS::Workspace": f"arn:{PARTITION}:aps:{REGION}:{ACCOUNT}:workspace/ws-{name}",
         "AWS::SNS::Topic": f"arn:{PARTITION}:sns:{REGION}:{ACCOUNT}:{name}",
+        "AWS::StepFunctions::StateMachine": f"arn:{PARTITION}:states:{REGION}:{ACCOUNT}:stateMachine:{name}",
         "AWS::SQS::Queue": f"arn:{PARTITION}:sqs:{REGION}:{ACCOUNT}:{name}",
         "AWS::Events::Rule": f"arn:{PARTITION}:events:{REGION}:{ACCOUNT}:rule/{name}",
         "AWS::EC2::VPC": f"arn:{PARTITION}:ec2:{REGION}:{ACCOUNT}:vpc/{name}",

@@ -6,6 +6,7 @@ import json
 
 from infra.config.addons import CERT_MANAGER_ADDON, S3_CSI_ADDON, TRAINING_OPERATOR_ADDON
 from infra.facts.addons import S3_CSI, TRAINING_OPERATOR
+from tests.template_graph import readiness_checks
 
 assert S3_CSI.pod_identity is not None and TRAINING_OPERATOR.pod_identity is not None
 S3_CSI_NAMESPACE, S3_CSI_SERVICE_ACCOUNT = S3_CSI.pod_identity.namespace, S3_CSI.pod_identity.service_account
@@ -44,13 +45,25 @@ def test_addons_wait_for_the_hyperpod_cluster_and_their_association(addons_synth
     assert set(addons) == {"amazon-sagemaker-hyperpod-training-operator", "cert-manager",
                            "aws-mountpoint-s3-csi-driver"}
     assert set(addons) == set(addons_synth.config.addons.eks_addons())
+    (nodes_ready_id,) = [k for k, r in resources.items() if r["Type"] == "Custom::HyperPodReadiness"
+                         and r["Properties"]["What"] == "HyperPod nodes"]
+    assert cluster_id in resources[nodes_ready_id]["DependsOn"]
     for _, addon in addons.values():
-        assert cluster_id in addon["DependsOn"]
+        # After a HyperPod node and the Pod Identity agent are ready, so after the cluster.
+        assert nodes_ready_id in addon["DependsOn"]
         # The EKS cluster's name, as the rest of the stack reads it.
         assert "Fn::ImportValue" in addon["Properties"]["ClusterName"]
         assert "PodIdentityAssociations" not in addon["Properties"]
-    operator_depends = addons[TRAINING_OPERATOR_ADDON][1]["DependsOn"]
-    assert addons[CERT_MANAGER_ADDON][0] in operator_depends
+    # The operator after cert-manager is ACTIVE and its three Deployments are available (AWS's module's wait).
+    (cert_manager_ready_id,) = [k for k, r in resources.items() if r["Type"] == "Custom::HyperPodReadiness"
+                                and r["Properties"]["What"] == CERT_MANAGER_ADDON]
+    assert cert_manager_ready_id in addons[TRAINING_OPERATOR_ADDON][1]["DependsOn"]
+    assert addons[CERT_MANAGER_ADDON][0] in resources[cert_manager_ready_id]["DependsOn"]
+    checks = readiness_checks(resources[cert_manager_ready_id])
+    assert [(c["kind"], c.get("namespace"), c.get("name")) for c in checks] == [
+        ("addon", None, CERT_MANAGER_ADDON), ("deployment", "cert-manager", "cert-manager"),
+        ("deployment", "cert-manager", "cert-manager-cainjector"),
+        ("deployment", "cert-manager", "cert-manager-webhook")]
     for name in (TRAINING_OPERATOR_ADDON, S3_CSI_ADDON):
         assert any(resources[d]["Type"] == "AWS::EKS::PodIdentityAssociation" for d in addons[name][1]["DependsOn"])
 

@@ -13,6 +13,7 @@ from infra.config import compute_quota_name
 from infra.guards.create_only import lookup, schema_create_only, schema_create_only_paths
 from infra.guards.replacement import imported_exports
 from tests.conftest import GOVERNANCE_CHANGES
+from tests.template_graph import readiness_checks, waits_for
 
 TEAMS = GOVERNANCE_CHANGES["addons"]["task_governance"]["teams"]
 GOVERNANCE_TYPES = ("AWS::SageMaker::ComputeQuota", "AWS::SageMaker::ClusterSchedulerConfig")
@@ -50,9 +51,15 @@ def test_addon_after_the_hyperpod_cluster_and_policy_after_the_addon(governance_
     (imported,) = imported_exports(addon["Properties"]["ClusterName"])
     assert imported in imported_exports(variant_synth.template("hyperpod")["Resources"])
     assert addon["Properties"]["ResolveConflicts"] == "OVERWRITE"
-    assert _cluster_id(governance_synth) in addon["DependsOn"]
+    assert waits_for(resources, addon_id, _cluster_id(governance_synth))
     (policy_id, policy), = governance_synth.resources("hyperpod", "AWS::SageMaker::ClusterSchedulerConfig").items()
-    assert addon_id in policy["DependsOn"]
+    # The policy after Kueue: the add-on ACTIVE and its controller available (AWS's module's wait_for_kueue_webhook).
+    (kueue_ready_id,) = [k for k, r in resources.items() if r["Type"] == "Custom::HyperPodReadiness"
+                         and r["Properties"]["What"] == addon["Properties"]["AddonName"]]
+    assert kueue_ready_id in policy["DependsOn"] and addon_id in resources[kueue_ready_id]["DependsOn"]
+    assert [(c["kind"], c.get("namespace"), c.get("name")) for c in readiness_checks(resources[kueue_ready_id])] == [
+        ("addon", None, "amazon-sagemaker-hyperpod-taskgovernance"),
+        ("deployment", "kueue-system", "kueue-controller-manager")]
     for _, quota in _quotas(governance_synth).values():
         assert policy_id in quota["DependsOn"]  # and so after the add-on
 

@@ -16,6 +16,7 @@ from infra.config import FsxLustreConfig
 from infra.constructs.storage import STORAGE_CHART_DIR, SharedFileSystem, persistent_volume_name
 from tests.conftest import cdk_json_context, new_app
 from tests.stacks.test_snapshots import normalise
+from tests.template_graph import readiness_checks
 from tests.template_lint import cfn_lint_problems
 
 
@@ -232,7 +233,12 @@ def test_volume_release_installs_the_local_chart_after_the_driver_and_access_ent
     release_at = (props["ReleaseName"], props["Namespace"], props["Source"])
     assert release_at == ("hyperpod-shared-storage", "kube-system", "s3")
     depends = {resources[d]["Type"] for d in release["DependsOn"]}
-    assert {"AWS::EKS::Addon", "AWS::EKS::AccessEntry", "AWS::FSx::DataRepositoryAssociation"} <= depends
+    assert {"Custom::HyperPodReadiness", "AWS::EKS::AccessEntry", "AWS::FSx::DataRepositoryAssociation"} <= depends
+    # The driver's readiness: the add-on ACTIVE and its controller available, as AWS's module waits before using it.
+    (ready,) = [resources[d] for d in release["DependsOn"] if resources[d]["Type"] == "Custom::HyperPodReadiness"]
+    assert [(c["kind"], c.get("namespace"), c.get("name")) for c in readiness_checks(ready)] == [
+        ("addon", None, "aws-fsx-csi-driver"), ("deployment", "kube-system", "fsx-csi-controller")]
+    assert any(resources[d]["Type"] == "AWS::EKS::Addon" for d in ready["DependsOn"])
     # The uploaded asset is the chart directory of the repository.
     staged = Path(fsx_synth.outdir) / f"asset.{props['AssetKey'].removesuffix('.zip')}"
     assert sorted(p.name for p in staged.rglob("*.yaml")) == sorted(p.name for p in STORAGE_CHART_DIR.rglob("*.yaml"))

@@ -77,6 +77,7 @@ class HyperPodDependenciesChart(Construct):
         eks_cluster_security_group: ec2.ISecurityGroup,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        eks_cluster_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         # "Default" is left out of logical IDs: the installer's resources keep the IDs they had when this
@@ -86,7 +87,7 @@ class HyperPodDependenciesChart(Construct):
             eks_cluster=eks_cluster, vpc=vpc, subnets=subnets, eks_cluster_security_group=eks_cluster_security_group,
             purpose="HyperPod dependencies chart installer",
             installs="the HyperPod dependencies Helm chart",
-            log_retention=log_retention, removal_policy=removal_policy,
+            log_retention=log_retention, removal_policy=removal_policy, eks_cluster_name=eks_cluster_name,
         )
         self.release = HelmRelease(
             self, "Release",
