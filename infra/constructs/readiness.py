@@ -44,7 +44,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from aws_cdk import CustomResource, Duration, Stack, Token
 from constructs import Construct
@@ -62,6 +61,7 @@ from infra.runtime.chart_installer.handler.readiness import (
     MAX_TIMEOUT_SECONDS,
     OBJECT_NAME,
     SELECTOR,
+    Check,
 )
 
 RESOURCE_TYPE = "Custom::HyperPodReadiness"
@@ -84,16 +84,9 @@ def _valid(key: str, value: str, pattern: re.Pattern[str], rule: str) -> str:
 
 
 @dataclass(frozen=True)
-class ReadinessCheck:
-    """One thing to wait for: the data the handler reads (``Checks``; the handler's module docstring says when
-    each kind passes)."""
-
-    kind: str
-    namespace: str = ""
-    name: str = ""
-    selector: str = ""
-    minimum: int = 1
-    description: str = ""
+class ReadinessCheck(Check):
+    """One thing to wait for: the handler's ``Check`` (its fields and wire format, one definition for both sides),
+    built through the constructors below, which refuse at synth what the handler would refuse at deploy time."""
 
     @staticmethod
     def nodes(selector: str, minimum: int = 1, description: str = "") -> ReadinessCheck:
@@ -124,17 +117,6 @@ class ReadinessCheck:
         """The EKS add-on ``addon_name`` of the installer's cluster is ACTIVE (a failed one fails the wait at once;
         make the Readiness depend on the add-on resource)."""
         return ReadinessCheck("addon", name=_valid("addon_name", addon_name, ADDON_NAME, "must be an EKS add-on name"))
-
-    def to_property(self) -> dict[str, Any]:
-        """This check as one entry of the resource's ``Checks`` list."""
-        if self.kind == "nodes":
-            return {"kind": "nodes", "selector": self.selector, "minimum": self.minimum,
-                    **({"description": self.description} if self.description else {})}
-        if self.kind == "endpoints":
-            return {"kind": "endpoints", "namespace": self.namespace, "service": self.name}
-        if self.kind == "addon":
-            return {"kind": "addon", "name": self.name}
-        return {"kind": self.kind, "namespace": self.namespace, "name": self.name}
 
 
 def _namespace(value: str) -> str:

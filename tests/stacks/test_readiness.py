@@ -209,3 +209,17 @@ def test_a_readiness_out_of_bounds_is_refused_at_synth(tmp_path: Path, kwargs: d
     with pytest.raises(ConfigError) as raised:
         Readiness(stack, "Wait", **arguments)
     assert raised.value.key == key
+
+
+def test_a_check_built_at_synth_is_the_check_the_handler_reads():
+    from infra.runtime.chart_installer.handler.readiness import _check
+
+    checks = [ReadinessCheck.nodes("sagemaker.amazonaws.com/cluster-name=demo", minimum=2, description="nodes"),
+              ReadinessCheck.daemonset("kube-system", "eks-pod-identity-agent"),
+              ReadinessCheck.deployment("cert-manager", "cert-manager-webhook"),
+              ReadinessCheck.endpoints("kueue-system", "kueue-webhook-service"),
+              ReadinessCheck.addon("cert-manager")]
+    for index, check in enumerate(checks):
+        read = _check(check.to_property(), index)
+        assert (read.kind, read.namespace, read.name, read.selector, read.minimum, read.description) == (
+            check.kind, check.namespace, check.name, check.selector, check.minimum, check.description)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from aws_cdk import App, Stack
 
 from infra.composition import _nodes_ready, needs_nodes, nodes_to_wait_for
@@ -38,29 +39,34 @@ def test_the_hyperpod_stack_ends_with_a_wait_for_a_node_and_the_pod_identity_age
     assert app.observability is not None and app.hyperpod in app.observability.dependencies
 
 
-def test_every_addon_of_the_hyperpod_stack_waits_for_the_node(addons_synth, governance_synth):
-    for synth in (addons_synth, governance_synth):
-        resources = synth.template("hyperpod")["Resources"]
-        ((ready_id, _),) = _readiness(resources, NODES)
-        addons = [k for k, r in resources.items() if r["Type"] == "AWS::EKS::Addon"]
-        assert addons
-        for addon_id in addons:
-            assert waits_for(resources, addon_id, ready_id), addon_id
+@pytest.mark.parametrize("variant", ["addons_synth", "governance_synth"])
+def test_every_addon_of_the_hyperpod_stack_waits_for_the_node(request, variant):
+    synth = request.getfixturevalue(variant)
+    resources = synth.template("hyperpod")["Resources"]
+    ((ready_id, _),) = _readiness(resources, NODES)
+    addons = [k for k, r in resources.items() if r["Type"] == "AWS::EKS::Addon"]
+    assert addons
+    for addon_id in addons:
+        assert waits_for(resources, addon_id, ready_id), addon_id
 
 
-def test_every_addon_readiness_checks_that_eks_reports_it_active(addons_synth, governance_synth, fsx_synth):
+@pytest.mark.parametrize(("variant", "part", "expected"), [
+    ("addons_synth", "hyperpod", {"cert-manager"}),
+    ("governance_synth", "hyperpod", {"amazon-sagemaker-hyperpod-taskgovernance"}),
+    ("fsx_synth", "storage", {"aws-fsx-csi-driver"}),
+])
+def test_every_addon_readiness_checks_that_eks_reports_it_active(request, variant, part, expected):
+    resources = request.getfixturevalue(variant).template(part)["Resources"]
     seen = set()
-    for synth, part in ((addons_synth, "hyperpod"), (governance_synth, "hyperpod"), (fsx_synth, "storage")):
-        resources = synth.template(part)["Resources"]
-        for _, ready in [(k, r) for k, r in resources.items() if r["Type"] == "Custom::HyperPodReadiness"]:
-            what = ready["Properties"]["What"]
-            if what == NODES:
-                continue
-            checks = readiness_checks(ready)
-            assert checks[0] == {"kind": "addon", "name": what}
-            assert all(c["kind"] == "deployment" for c in checks[1:]) and len(checks) > 1
-            seen.add(what)
-    assert seen == {"cert-manager", "amazon-sagemaker-hyperpod-taskgovernance", "aws-fsx-csi-driver"}
+    for ready in [r for r in resources.values() if r["Type"] == "Custom::HyperPodReadiness"]:
+        what = ready["Properties"]["What"]
+        if what == NODES:
+            continue
+        checks = readiness_checks(ready)
+        assert checks[0] == {"kind": "addon", "name": what}
+        assert all(c["kind"] == "deployment" for c in checks[1:]) and len(checks) > 1
+        seen.add(what)
+    assert seen == expected
 
 
 def test_the_installer_may_describe_only_this_clusters_addons(governance_synth):

@@ -105,6 +105,17 @@ class Check:
     minimum: int = 1
     description: str = ""
 
+    def to_property(self) -> dict[str, Any]:
+        """This check as one entry of the ``Checks`` property (what ``_check`` reads back)."""
+        if self.kind == "nodes":
+            return {"kind": "nodes", "selector": self.selector, "minimum": self.minimum,
+                    **({"description": self.description} if self.description else {})}
+        if self.kind == "endpoints":
+            return {"kind": "endpoints", "namespace": self.namespace, "service": self.name}
+        if self.kind == "addon":
+            return {"kind": "addon", "name": self.name}
+        return {"kind": self.kind, "namespace": self.namespace, "name": self.name}
+
 
 @dataclass(frozen=True)
 class Request:
