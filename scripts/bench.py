@@ -7,9 +7,9 @@
   output directory. The figure is the ratio of the medians (target: at most 1.3); absolute times follow the load.
 - tests: the command of `make test` (pytest with pyproject's options), wall time against the 30 s target, and
   the same time in units of the baseline app's median synth of this run (target: at most 10). The issue that set
-  the 30 s target (issue 14 of its tracker, "Speed") measured the suite at "about 43 s" and the baseline app at 2.37 s on
-  the machine of that day, so 30 / 2.37 = 12.7 baseline synths is the same target on a machine of another
-  speed. cfn-lint's findings are kept between runs (tests/template_lint.py): the runs use what is kept, as a
+  the 30 s target (issue 14 of its tracker, "Speed") measured the suite at "about 43 s" and the baseline app at
+  2.37 s on the machine of that day, so 30 / 2.37 = 12.7 baseline synths is the same target on a machine of
+  another speed. cfn-lint's findings are kept between runs (tests/template_lint.py): the runs use what is kept, as a
   developer's `make test` does, unless --cold (CFN_LINT_CACHE=off: every template linted, as on a fresh clone
   and in CI); the output says which.
 - --reference-suite: the test suite as it stood the day the 30 s target was set (commit 813b9d3, "about 43 s"
