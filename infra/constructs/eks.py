@@ -88,94 +88,92 @@ class EksControlPlane(Construct):
                               INVARIANT_CLUSTER_PROPS[refused[0]])
         self.eks_cluster_name = eks_cluster_name
         self.secrets_key = secrets_key or kms.Key(
-            self,
-            "SecretsKey",
+            self, "SecretsKey", enable_key_rotation=True, removal_policy=removal_policy,
             description=f"Envelope encryption of Kubernetes secrets in EKS cluster {eks_cluster_name}",
-            enable_key_rotation=True,
-            removal_policy=removal_policy,
         )
         # EKS writes control-plane logs here; creating the group first lets the stack own its retention.
         self.log_group = logs.LogGroup(
-            self,
-            "ControlPlaneLogs",
-            log_group_name=eks_control_plane_log_group(eks_cluster_name),
-            retention=log_retention,
-            removal_policy=removal_policy,
+            self, "ControlPlaneLogs", log_group_name=eks_control_plane_log_group(eks_cluster_name),
+            retention=log_retention, removal_policy=removal_policy,
         )
-        props: dict[str, Any] = {
-            "cluster_logging": ALL_LOG_TYPES,
-            "output_config_command": False,
-            "bootstrap_cluster_creator_admin_permissions": False,
-            **(eks_cluster_overrides or {}),
-            "cluster_name": eks_cluster_name,
-            "version": eks.KubernetesVersion.of(kubernetes_version),
-            "vpc": vpc,
-            "vpc_subnets": [ec2.SubnetSelection(subnets=list(subnets))],
-            "security_group": security_group,
-            "endpoint_access": endpoint_access or eks.EndpointAccess.PRIVATE,
-            "default_capacity_type": eks.DefaultCapacityType.NODEGROUP,
-            "default_capacity": 0,
-            "bootstrap_self_managed_addons": False,
-            "secrets_encryption_key": self.secrets_key,
-        }
-        self.eks_cluster = eks.Cluster(self, "Cluster", **props)
-        self.eks_cluster.node.add_dependency(self.log_group)
-        acknowledge(
-            self.eks_cluster.role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",
-            "The EKS service role must carry AmazonEKSClusterPolicy; EKS documents no scoped equivalent.",
-        )
-        acknowledge(
-            self.eks_cluster,
-            "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
-            "HyperPodNetwork tags the subnets it creates with the ELB role tags; an existing VPC's owner tags "
-            "its own subnets.",
-            pack="Annotation",
+        self.eks_cluster = self._cluster(
+            eks_cluster_overrides or {}, kubernetes_version=kubernetes_version, vpc=vpc, subnets=subnets,
+            security_group=security_group, endpoint_access=endpoint_access or eks.EndpointAccess.PRIVATE,
         )
         self.cfn_cluster: eks.CfnCluster = self.eks_cluster.node.default_child  # type: ignore[assignment]
         if authentication_mode != "API":
             # eks_v2 always writes API; the L1 escape hatch is the documented way to change it.
             self.cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", authentication_mode)
+        self.addons = self._core_addons(addon_versions or {})
+        admin = eks.AccessPolicy.from_access_policy_name("AmazonEKSClusterAdminPolicy",
+                                                         access_scope_type=eks.AccessScopeType.CLUSTER)
+        self.admin_access_entries = [self._access_entry("Admin", principal, admin)
+                                     for principal in admin_principal_arns]
+        self.namespace_access_entries = [
+            self._access_entry("NamespaceAdmin", principal, eks.AccessPolicy.from_access_policy_name(
+                "AmazonEKSAdminPolicy", access_scope_type=eks.AccessScopeType.NAMESPACE, namespaces=list(namespaces)))
+            for principal, namespaces in (namespace_admins or {}).items()
+        ]
+        self._outputs()
 
-        self.addons: dict[str, EksAddon] = {}
+    def _cluster(self, overrides: Mapping[str, Any], *, kubernetes_version: str, vpc: ec2.IVpc,
+                 subnets: Sequence[ec2.ISubnet], security_group: ec2.ISecurityGroup,
+                 endpoint_access: eks.EndpointAccess) -> eks.Cluster:
+        """The eks_v2 cluster: defaults, then the caller's overrides, then the invariants HyperPod needs."""
+        props: dict[str, Any] = {
+            "cluster_logging": ALL_LOG_TYPES,
+            "output_config_command": False,
+            "bootstrap_cluster_creator_admin_permissions": False,
+            **overrides,
+            "cluster_name": self.eks_cluster_name,
+            "version": eks.KubernetesVersion.of(kubernetes_version),
+            "vpc": vpc,
+            "vpc_subnets": [ec2.SubnetSelection(subnets=list(subnets))],
+            "security_group": security_group,
+            "endpoint_access": endpoint_access,
+            "default_capacity_type": eks.DefaultCapacityType.NODEGROUP,
+            "default_capacity": 0,
+            "bootstrap_self_managed_addons": False,
+            "secrets_encryption_key": self.secrets_key,
+        }
+        cluster = eks.Cluster(self, "Cluster", **props)
+        cluster.node.add_dependency(self.log_group)
+        acknowledge(
+            cluster.role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",
+            "The EKS service role must carry AmazonEKSClusterPolicy; EKS documents no scoped equivalent.",
+        )
+        acknowledge(
+            cluster, "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+            "HyperPodNetwork tags the subnets it creates with the ELB role tags; an existing VPC's owner tags "
+            "its own subnets.",
+            pack="Annotation",
+        )
+        return cluster
+
+    def _core_addons(self, versions: Mapping[str, str]) -> dict[str, EksAddon]:
+        """The add-ons of ``infra.facts.addons.CORE``, kept on the cluster when their resource is deleted."""
+        built: dict[str, EksAddon] = {}
         for addon in addons.CORE:
             # Inside a construct named Addon-<name>, as the ID "Resource": the logical IDs aws_eks_v2.Addon gave these
             # add-ons when it built them, which deployed clusters carry.
             holder = Construct(self, f"Addon-{addon.name}")
-            self.addons[addon.name] = EksAddon(
+            built[addon.name] = EksAddon(
                 holder, "Resource", addon=addon, eks_cluster_name=self.eks_cluster.cluster_name,
-                version=(addon_versions or {}).get(addon.name), preserve_on_delete=True, resolve_conflicts=None,
+                version=versions.get(addon.name), preserve_on_delete=True, resolve_conflicts=None,
             )
+        return built
 
-        self.admin_access_entries: list[eks.AccessEntry] = []
-        admin = eks.AccessPolicy.from_access_policy_name(
-            "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+    def _access_entry(self, kind: str, principal: str, policy: eks.IAccessPolicy) -> eks.AccessEntry:
+        # The ID follows the principal, not its list position, so reordering replaces nothing.
+        digest = hashlib.sha256(principal.encode()).hexdigest()[:10]
+        return eks.AccessEntry(
+            self, f"{kind}-{digest}",
+            cluster=self.eks_cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
+            principal=principal, access_policies=[policy],
         )
-        for principal in admin_principal_arns:
-            # The ID follows the principal, not its list position, so reordering replaces nothing.
-            digest = hashlib.sha256(principal.encode()).hexdigest()[:10]
-            self.admin_access_entries.append(
-                eks.AccessEntry(
-                    self,
-                    f"Admin-{digest}",
-                    cluster=self.eks_cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
-                    principal=principal,
-                    access_policies=[admin],
-                )
-            )
 
-        self.namespace_access_entries: list[eks.AccessEntry] = []
-        for principal, namespaces in (namespace_admins or {}).items():
-            digest = hashlib.sha256(principal.encode()).hexdigest()[:10]
-            self.namespace_access_entries.append(eks.AccessEntry(
-                self, f"NamespaceAdmin-{digest}",
-                cluster=self.eks_cluster,  # type: ignore[arg-type]  # jsii stubs: Cluster lacks an ICluster member
-                principal=principal,
-                access_policies=[eks.AccessPolicy.from_access_policy_name(
-                    "AmazonEKSAdminPolicy", access_scope_type=eks.AccessScopeType.NAMESPACE,
-                    namespaces=list(namespaces))],
-            ))
-
+    def _outputs(self) -> None:
         region = Stack.of(self).region
         CfnOutput(self, "ClusterName", value=self.eks_cluster.cluster_name, description="EKS cluster name")
         CfnOutput(self, "ClusterArn", value=self.eks_cluster.cluster_arn, description="EKS cluster ARN")
