@@ -330,6 +330,10 @@ def _nodes_ready(
     needs them; the wait of AWS's module (scripts/wait-for-hyperpod-nodes.sh: a node labelled
     sagemaker.amazonaws.com/cluster-name=<cluster>, then the agent's pods).
 
+    A node running deep health checks counts: it is in the cluster meanwhile, labelled
+    sagemaker.amazonaws.com/deep-health-check-status=InProgress ("The node is running deep health checks",
+    https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-node-labels.html).
+
     None, with a note in the synth output that says what is not waited for, when nothing needs nodes or when the
     instance groups ask for none (every node comes from Karpenter, or every count is 0): a wait for a node nobody
     asked for would hold the stack until it fails. Whatever needs nodes is then created once the cluster is, and
