@@ -134,7 +134,7 @@ def test_an_answer_that_is_not_a_resource_list_is_refused(helm: FakeHelm, aws: F
     aws.cluster_exists()
     github()
     helm.results["kubectl"] = (0, "[]", "")
-    with pytest.raises(errors.ChartInstallerError, match="not an APIResourceList"):
+    with pytest.raises(errors.ChartInstallerError, match="printed no APIResourceList"):
         create()
 
 

@@ -95,3 +95,34 @@ def kubectl(cluster: Cluster, workdir: Path, env: Mapping[str, str], deadline: D
     seconds = deadline.seconds_left()
     kubeconfig = write_kubeconfig(workdir, cluster)
     return process.run([process.kubectl_bin(), *args, "--kubeconfig", str(kubeconfig)], env, seconds)
+
+
+# How kubectl reports an API error: "Error from server (%s): %s" with the status reason (kubectl's
+# pkg/cmd/util/helpers.go, StandardErrorMessage), so NotFound for a 404. Any other failure (403, no route, a bad
+# token) is not worth waiting for.
+NOT_FOUND = "(NotFound)"
+# One request may take this long (kubectl's global --request-timeout, "0" by default: no limit, per
+# kubernetes/kubernetes#103619); the callers' own limits bound the whole.
+REQUEST_TIMEOUT = "--request-timeout=20s"
+
+
+class KubectlError(ChartInstallerError):
+    """kubectl could not read what it was asked for (a failure other than NotFound, or an answer that is not a
+    JSON object)."""
+
+
+def json_answer(result: subprocess.CompletedProcess[str], command: str,
+                expected: str = "JSON object") -> dict[str, Any] | None:
+    """The JSON object ``kubectl <command>`` printed (``expected`` names it in the error); None when the API server
+    answered NotFound."""
+    if result.returncode != 0:
+        if NOT_FOUND in result.stderr:
+            return None
+        raise KubectlError(f"kubectl {command} failed: {process.tail(result.stderr) or 'no output'}")
+    try:
+        answer = json.loads(result.stdout)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise KubectlError(f"kubectl {command} printed no {expected}: {process.tail(result.stdout)}")
+    return answer

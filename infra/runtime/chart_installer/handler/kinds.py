@@ -11,14 +11,14 @@ here; the tests fake it).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 
+from .cluster import REQUEST_TIMEOUT, json_answer
 from .deadline import CLEANUP_RESERVE_SECONDS
 from .errors import ChartInstallerError, DeadlineExceededError
 from .helm import OnCluster
-from .process import log, tail
+from .process import log
 
 # How long the kinds may take to appear, and how often the API server is asked.
 KINDS_WAIT_SECONDS = 8 * 60
@@ -27,30 +27,15 @@ KINDS_POLL_SECONDS = 15
 INSTALL_RESERVE_SECONDS = 3 * 60 + CLEANUP_RESERVE_SECONDS
 
 
-# How kubectl reports an API error: "Error from server (%s): %s" with the status reason (kubectl's
-# pkg/cmd/util/helpers.go, StandardErrorMessage), so NotFound for a 404. Any other failure (403, no route, a bad
-# token) is not worth waiting for.
-NOT_FOUND = "(NotFound)"
-# One discovery request may take this long (kubectl's global --request-timeout, "0" by default: no limit, per
-# kubernetes/kubernetes#103619); the wait's own limits bound the whole.
-REQUEST_TIMEOUT = "--request-timeout=20s"
 
 
 def served_kinds(on: OnCluster, group_version: str) -> set[str]:
     """The kinds the API server serves under ``group_version``; empty while it serves none (404)."""
-    result = on.kubectl(["get", "--raw", f"/apis/{group_version}", REQUEST_TIMEOUT])
-    if result.returncode != 0:
-        if NOT_FOUND in result.stderr:
-            log(f"/apis/{group_version} is not served yet")
-            return set()
-        raise ChartInstallerError(f"kubectl get --raw /apis/{group_version} failed: {tail(result.stderr)}")
-    try:
-        listed = json.loads(result.stdout)
-    except ValueError:
-        listed = None
-    if not isinstance(listed, dict):
-        raise ChartInstallerError(f"/apis/{group_version} answered something that is not an APIResourceList: "
-                                  f"{tail(result.stdout)}")
+    listed = json_answer(on.kubectl(["get", "--raw", f"/apis/{group_version}", REQUEST_TIMEOUT]),
+                         f"get --raw /apis/{group_version}", expected="APIResourceList")
+    if listed is None:
+        log(f"/apis/{group_version} is not served yet")
+        return set()
     return {str(r.get("kind")) for r in listed.get("resources", []) if isinstance(r, dict)}
 
 

@@ -66,13 +66,12 @@ from botocore.exceptions import ClientError
 from ...common.deadline import Deadline
 from ...common.errors import DeadlineExceededError, DeployError, reports_failures
 from . import aws_clients
-from .cluster import Cluster, describe_cluster, kubectl
-from .kinds import NOT_FOUND, REQUEST_TIMEOUT
-from .process import helm_env, log, tail
+from .cluster import REQUEST_TIMEOUT, Cluster, KubectlError, describe_cluster, json_answer, kubectl
+from .process import helm_env, log
 from .properties import CLUSTER_NAME, NAMESPACE, REGION
 
 # The check function's time limit (Readiness sets it from here): one pass of at most a few kubectl requests
-# (each at most 20 s, kinds.REQUEST_TIMEOUT) and EKS calls.
+# (each at most 20 s, cluster.REQUEST_TIMEOUT) and EKS calls.
 CHECK_FUNCTION_TIMEOUT_SECONDS = 3 * 60
 # Kept back from the check function's limit for answering; a request is not started with less than this.
 CHECK_MARGIN_SECONDS = 15
@@ -211,21 +210,7 @@ class Probe:
         Any other failure is ``KubectlError``, which the pass reports as not ready."""
         result = kubectl(self.cluster, self.workdir, helm_env(self.workdir), self.deadline,
                          ["get", *args, "--output", "json", REQUEST_TIMEOUT])
-        if result.returncode != 0:
-            if NOT_FOUND in result.stderr:
-                return None
-            raise KubectlError(f"kubectl get {' '.join(args)} failed: {tail(result.stderr) or 'no output'}")
-        try:
-            answer = json.loads(result.stdout)
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
-            raise KubectlError(f"kubectl get {' '.join(args)} printed no JSON object: {tail(result.stdout)}")
-        return answer
-
-
-class KubectlError(Exception):
-    """kubectl could not read the object this time: not ready, for this pass."""
+        return json_answer(result, f"get {' '.join(args)}")
 
 
 def _condition(item: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
