@@ -33,7 +33,7 @@ from infra.config import (
     MIN_AUTOSCALING_AGENT_VERSION,
     agent_image_override,
 )
-from infra.constructs.observability_addon import (
+from infra.config.observability_addon import (
     HYPERPOD_OBSERVABILITY_ADDON,
     addon_configuration,
     config_key,

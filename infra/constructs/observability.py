@@ -23,10 +23,10 @@ from aws_cdk.interfaces import aws_events as events_refs
 from constructs import Construct
 
 from infra.config import AlertsConfig, GrafanaConfig, GrafanaNetworkAccess, PrometheusConfig, grafana_needs_prometheus
+from infra.config.observability_addon import addon_configuration, prometheus_endpoint
 from infra.constructs.addon import EksAddon
 from infra.constructs.common import acknowledge, log_group_arn, nag_name, retention
 from infra.constructs.grafana_content import GrafanaContent
-from infra.constructs.observability_addon import addon_configuration, prometheus_endpoint
 from infra.facts.addons import CONTAINER_INSIGHTS, HYPERPOD_OBSERVABILITY
 from infra.facts.names import cluster_log_groups, container_insights_log_groups
 

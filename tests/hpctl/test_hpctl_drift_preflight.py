@@ -587,7 +587,7 @@ def test_no_pinned_addon_asks_nothing() -> None:
 
 
 # A test schema written for these tests, NOT AWS's schema of amazon-sagemaker-hyperpod-observability (none was
-# found published): it has the keys infra/constructs/observability_addon.py sends and bounds chosen to test against.
+# found published): it has the keys infra/config/observability_addon.py sends and bounds chosen to test against.
 _FAMILY = {
     "type": "object",
     "additionalProperties": False,
