@@ -177,7 +177,8 @@ def compose(
     if config.storage.fsx_lustre.enabled and placement.storage is not None:
         storage = _add_storage(placement.storage, config, network, eks_cluster, api_security_group,
                                log_retention=log_retention, removal_policy=removal,
-                               eks_cluster_name_literal=_literal_eks_cluster_name(config, existing))
+                               eks_cluster_name_literal=_literal_eks_cluster_name(config, existing),
+                               wait=nodes_ready is not None)
         after_nodes(storage.csi_driver)
         after_nodes(storage.volume_release)
     task_governance, training_operator, s3_csi_driver = _add_addons(
@@ -318,9 +319,12 @@ def needs_nodes(config: AppConfig) -> list[str]:
 
 
 def nodes_to_wait_for(config: AppConfig) -> int:
-    """How many nodes the instance groups ask for outright: Karpenter's groups start at 0 and scale on demand."""
+    """How many nodes the instance groups ask for that can be expected during the deployment: not Karpenter's
+    (they start at 0 and scale on demand), not spot capacity (there may be none), not a training plan's (its
+    capacity starts at the plan's start time)."""
     autoscaled = set(config.hyperpod.autoscaling.instance_groups) if config.hyperpod.autoscaling.enabled else set()
-    return sum(g.instance_count for g in config.hyperpod.instance_groups if g.name not in autoscaled)
+    return sum(g.instance_count for g in config.hyperpod.instance_groups
+               if g.name not in autoscaled and g.capacity == "on_demand" and g.training_plan_arn is None)
 
 
 def _nodes_ready(
@@ -342,10 +346,13 @@ def _nodes_ready(
     features = needs_nodes(config)
     if not features:
         return None
-    if nodes_to_wait_for(config) == 0:
+    why = ("hyperpod.wait_for_nodes is false" if not config.hyperpod.wait_for_nodes else
+           "no instance group asks for an on-demand node outside Karpenter and training plans"
+           if nodes_to_wait_for(config) == 0 else None)
+    if why is not None:
         Annotations.of(scope).add_info(
-            f"{', '.join(features)}: not waiting for HyperPod nodes, as no instance group asks for a node outright "
-            "(Karpenter's groups start at 0); their add-ons stay DEGRADED until a node joins")
+            f"{', '.join(features)}: not waiting for HyperPod nodes, as {why}; their add-ons stay DEGRADED until a "
+            "node joins")
         return None
     selector = f"{HYPERPOD_CLUSTER_NAME_LABEL}={config.hyperpod.cluster_name}"
     ready = Readiness(scope, "NodesReady", installer=installer, what="HyperPod nodes", checks=[
@@ -448,7 +455,7 @@ def _order_addons(control_plane: EksControlPlane | None, task_governance: HyperP
 def _add_storage(
     scope: Construct, config: AppConfig, network: HyperPodNetwork, eks_cluster: eks.ICluster,
     api_security_group: ec2.ISecurityGroup, *, log_retention: logs.RetentionDays, removal_policy: RemovalPolicy,
-    eks_cluster_name_literal: str | None,
+    eks_cluster_name_literal: str | None, wait: bool,
 ) -> SharedStorage:
     fsx = config.storage.fsx_lustre
     file_system = SharedFileSystem(
@@ -475,8 +482,9 @@ def _add_storage(
     )
     # Pods mount through the driver: the claim is installed once the driver is ACTIVE and its controller available
     # (AWS's module waits for the controller before its StorageClass, modules/fsx_lustre/main.tf), with the
-    # installer that installs the claim.
-    release.node.add_dependency(csi_driver.driver.wait_until_ready(installer))
+    # installer that installs the claim; when nothing waits for nodes (no node to run the controller), after the
+    # add-on resource.
+    release.node.add_dependency(csi_driver.driver.wait_until_ready(installer) if wait else csi_driver.addon)
     if file_system.data_repository is not None:
         release.node.add_dependency(file_system.data_repository)
     CfnOutput(scope, "PersistentVolumeClaim", value=f"{fsx.namespace}/{fsx.pvc_name}",

@@ -345,6 +345,9 @@ class HyperPodConfig(StrictModel):
     instance_groups: list[InstanceGroupConfig] = Field(min_length=1, max_length=MAX_INSTANCE_GROUPS)
     node_recovery: Literal["Automatic", "None"] = "Automatic"
     node_provisioning_mode: Literal["Continuous"] | None = "Continuous"
+    # Whatever runs pods on the nodes waits, during the deployment, for a node and the Pod Identity agent
+    # (infra/composition.py, _nodes_ready); false creates it once the cluster resource is, as before that wait.
+    wait_for_nodes: bool = True
     lifecycle_scripts_dir: str = "lifecycle_scripts"
     # CloudFormation takes at most 128 characters (LifeCycleConfig.OnCreate in the AWS::SageMaker::Cluster schema).
     on_create_script: str = Field(default="on_create.sh", min_length=1, max_length=128)

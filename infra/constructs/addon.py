@@ -6,13 +6,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aws_cdk import Aws, Stack, Token
+from aws_cdk import Aws, Duration, Stack, Token
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
 
 from infra.constructs.helm_release import HelmInstaller
-from infra.constructs.readiness import Readiness, ReadinessCheck
+from infra.constructs.readiness import MAX_TIMEOUT_SECONDS, Readiness, ReadinessCheck
 from infra.facts.addons import AddonFacts, Workload
 
 
@@ -113,7 +113,11 @@ class EksAddon(Construct):
     def wait_until_ready(self, installer: HelmInstaller) -> Readiness:
         """A ``Readiness`` (construct ID ``Ready`` in this construct) that passes once EKS reports the add-on ACTIVE
         (not DEGRADED) and the workloads its facts name are available; make what needs the add-on depend on it."""
+        # The longest wait a Readiness takes: the workloads may wait for a node's deep health checks to pass (a node
+        # running them is "not available for running workloads", https://docs.aws.amazon.com/sagemaker/latest/dg/
+        # sagemaker-hyperpod-eks-resiliency-node-labels.html).
         ready = Readiness(self, "Ready", installer=installer, what=self.facts.name,
+                          timeout=Duration.seconds(MAX_TIMEOUT_SECONDS),
                           checks=[ReadinessCheck.addon(self.facts.name),
                                   *(workload_check(w) for w in self.facts.workloads)])
         ready.node.add_dependency(self.addon)

@@ -99,7 +99,7 @@ class ReadinessCheck(Check):
 
     @staticmethod
     def daemonset(namespace: str, name: str) -> ReadinessCheck:
-        """Every pod the DaemonSet wants runs ready, and it wants at least one."""
+        """The DaemonSet runs at least one ready pod (not every node's: a node in repair must not hold a deployment)."""
         return ReadinessCheck("daemonset", namespace=_namespace(namespace), name=_object(name))
 
     @staticmethod

@@ -63,9 +63,8 @@ POD_IDENTITY_AGENT = AddonFacts("eks-pod-identity-agent", None, f"{_TF}/eks_clus
                                 (Workload("daemonset", "kube-system", "eks-pod-identity-agent"),))
 CORE = (VPC_CNI, KUBE_PROXY, COREDNS, POD_IDENTITY_AGENT)
 
-# cert-manager, "required for HPTO": ${_TF}/hyperpod_cluster/cert_manager.tf, which waits (lines 73-75) for its three
-# Deployments to be Available in namespace cert-manager (the add-on's namespace in EKS's community add-ons table,
-# awsdocs/amazon-eks-user-guide@7be511b85c731fd44afdefd90652c41edd3f0345:latest/ug/workloads/community-addons.adoc).
+# cert-manager, "required for HPTO": ${_TF}/hyperpod_cluster/cert_manager.tf, which waits (lines 73-75,
+# `kubectl wait --for=condition=available deployment/<name> -n cert-manager`) for its three Deployments.
 CERT_MANAGER = AddonFacts("cert-manager", None, f"{_TF}/hyperpod_cluster/cert_manager.tf", (
     Workload("deployment", "cert-manager", "cert-manager"),
     Workload("deployment", "cert-manager", "cert-manager-cainjector"),

@@ -90,3 +90,12 @@ def test_a_role_goes_only_with_an_addon_that_runs_on_pod_identity():
         EksAddon(stack, "A", addon=addons.TASK_GOVERNANCE, eks_cluster_name="c", role_id="Role")
     with pytest.raises(ValueError, match="role_id goes with an add-on that runs on Pod Identity"):
         EksAddon(stack, "B", addon=addons.FSX_CSI, eks_cluster_name="c")
+
+
+def test_the_config_pins_versions_of_exactly_the_declared_core_addons():
+    from typing import get_args
+
+    from infra.config import EksConfig
+
+    (key_type, _) = get_args(EksConfig.model_fields["addon_versions"].annotation)
+    assert set(get_args(key_type)) == {a.name for a in addons.CORE}

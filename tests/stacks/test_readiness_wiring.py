@@ -11,7 +11,7 @@ from aws_cdk import App, Stack
 from infra.composition import _nodes_ready, needs_nodes, nodes_to_wait_for
 from infra.config import parse_config
 from infra.facts.names import HYPERPOD_CLUSTER_NAME_LABEL
-from tests.conftest import default_config_data, mutate
+from tests.conftest import default_config_data, mutate, new_app
 from tests.template_graph import readiness_checks, waits_for
 
 NODES = "HyperPod nodes"
@@ -104,3 +104,42 @@ def test_groups_that_ask_for_no_node_say_what_is_not_waited_for():
     (note,) = [m.data for m in stack.node.metadata if m.type == "aws:cdk:info"]
     assert note.startswith("observability: not waiting for HyperPod nodes")
     assert "DEGRADED until a node joins" in note
+
+
+def _readiness_built(data) -> list[str]:
+    """The Readiness constructs a config builds (the construct tree only: nothing is synthesized)."""
+    from infra.constructs.readiness import Readiness
+    from stacks.app_builder import build_app
+
+    built = build_app(new_app(), parse_config(data), nag=False)
+    return sorted(n.node.path for stack in built.stacks for n in stack.node.find_all() if isinstance(n, Readiness))
+
+
+def _no_node_groups(data, **changes):
+    groups = copy.deepcopy(data["hyperpod"]["instance_groups"])
+    for group in groups:
+        group.update(changes)
+    return groups
+
+
+def test_storage_waits_for_nothing_when_no_node_is_waited_for():
+    """With no node asked for, the FSx controller can never become available: its claim waits for the add-on
+    resource only, as everything else does then (a wait that cannot pass would roll the stack back)."""
+    data = mutate({"storage": {"fsx_lustre": {"enabled": True}}})
+    assert any(path.endswith("FsxCsiDriver/Addon/Ready") for path in _readiness_built(data))
+    data["hyperpod"]["instance_groups"] = _no_node_groups(data, instance_count=0, deep_health_checks=[])
+    assert _readiness_built(data) == []
+
+
+@pytest.mark.parametrize("changes", [{"capacity": "spot"}, {"wait_for_nodes": False}])
+def test_spot_capacity_or_the_switch_means_no_wait(changes):
+    data = default_config_data()
+    if "wait_for_nodes" in changes:
+        data["hyperpod"].update(changes)
+    else:
+        data["hyperpod"]["instance_groups"] = _no_node_groups(data, **changes)
+    config = parse_config(data)
+    stack = Stack(App(), "S")
+    assert _nodes_ready(stack, config, installer=None, hyperpod_cluster=None) is None  # type: ignore[arg-type]
+    (note,) = [m.data for m in stack.node.metadata if m.type == "aws:cdk:info"]
+    assert "not waiting for HyperPod nodes" in note

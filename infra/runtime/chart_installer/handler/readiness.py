@@ -28,7 +28,7 @@ start of every failure), ``TimeoutSeconds``, ``Checks``: a JSON list, tested in 
 
 - ``{"kind": "nodes", "selector": <label selector>, "minimum": <n>, "description": <phrase>}``: at least ``minimum``
   nodes matching ``selector`` have the condition Ready=True;
-- ``{"kind": "daemonset", "namespace": ..., "name": ...}``: numberReady == desiredNumberScheduled >= 1;
+- ``{"kind": "daemonset", "namespace": ..., "name": ...}``: desiredNumberScheduled >= 1 and numberReady >= 1;
 - ``{"kind": "deployment", "namespace": ..., "name": ...}``: the Available condition is True and
   availableReplicas >= 1;
 - ``{"kind": "endpoints", "namespace": ..., "service": ...}``: an EndpointSlice of the Service has a ready
@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from ...common.deadline import Deadline
 from ...common.errors import DeadlineExceededError, DeployError, reports_failures
@@ -247,7 +247,10 @@ def check_daemonset(probe: Probe, check: Check) -> Status:
     labels = _match_labels((daemonset.get("spec") or {}).get("selector"))
     look = f"kubectl -n {check.namespace} get pods -l {labels}" if labels else \
         f"kubectl -n {check.namespace} describe daemonset {check.name}"
-    return Status(ready == desired, f"{where}: {ready} of {desired} pods ready ({look})")
+    # At least ``minimum`` (1) pods ready, not all: what needs the DaemonSet (an add-on needing the Pod Identity
+    # agent) needs it on a node, and on a deployed cluster a node in repair would otherwise hold every upgrade.
+    return Status(ready >= check.minimum, f"{where}: {ready} of {desired} pods ready, at least {check.minimum} "
+                                          f"needed ({look})")
 
 
 def check_deployment(probe: Probe, check: Check) -> Status:
@@ -313,12 +316,17 @@ CHECKS: dict[str, Callable[[Probe, Check], Status]] = {
 
 def check_all(probe: Probe) -> Status:
     """Every check once, in order, up to the first that is not ready: that one's status, else a ready one. A
-    check that kubectl could not read, or that the invocation had no time left for, is not ready."""
+    check that kubectl could not read, that an AWS call failed for other than a missing resource, or that the
+    invocation had no time left for, is not ready this pass (the deadline ends the wait)."""
     for check in probe.request.checks:
         try:
             status = CHECKS[check.kind](probe, check)
         except (KubectlError, DeadlineExceededError) as error:
             status = Status(False, str(error))
+        except ClientError as error:  # throttling, or AccessDenied while a new IAM statement propagates
+            status = Status(False, f"{check.kind} {check.name or check.selector}: {error}")
+        except BotoCoreError as error:  # no route to the endpoint this time
+            status = Status(False, f"{check.kind} {check.name or check.selector}: {error}")
         log(f"{'ready' if status.ready else 'not ready'}: {status.detail}")
         if not status.ready:
             return status
