@@ -8,7 +8,8 @@
 # 1.architectures/7.sagemaker-hyperpod-eks/LifecycleScripts/base-config/on_create_main.sh), reading
 # nothing nodeadm (AL2023) or the EKS bootstrap (AL2) writes, so it can run before they configure
 # containerd. Adapted: the runtime is nvidia only where /usr/bin/nvidia-container-runtime exists
-# (nodeadm's rule); a running containerd is stopped for the copy; reruns change nothing.
+# (nodeadm's rule); a running containerd is stopped for the copy; reruns change nothing. Each
+# deviation from the sample is written down, with the sample's lines, where it is made.
 # kubelet stays on the root disk, unlike in the sample (a symbolic link to the volume): CSI node
 # plugins, FSx for Lustre's among them, mount volumes under /var/lib/kubelet with mount propagation,
 # which a symlinked kubelet directory has broken (bottlerocket-os/bottlerocket#2218).
@@ -82,6 +83,12 @@ detect_os() {
 }
 
 # HyperPod mounts the secondary volume on its own schedule; it may not be there yet.
+# Deviation, decided against the sample (on_create_main.sh:18-27 waits 12 x 5 s = 60 s, then :135-136
+# skips the containerd move and continues): here the wait is longer (300 s by default) and a volume
+# that never appears fails the node. Every instance group this stack writes has the secondary volume
+# (InstanceStorageConfigs EbsVolumeConfig, infra/constructs/hyperpod/cluster.py), so a missing mount is
+# a fault; continuing would leave images on the root disk of one node unlike the others, unnoticed. A
+# longer wait only spares a slow mount that the sample would also have survived by skipping.
 wait_for_volume() {
     local max="${SECONDARY_VOLUME_WAIT_SECONDS}" waited=0 nap
     step "Waiting up to ${max}s for the secondary EBS volume at ${VOLUME}"
@@ -153,6 +160,13 @@ ExecStart=/usr/bin/containerd --config \$CONTAINERD_CONFIG"
         log "containerd already starts with ${CONTAINERD_CONFIG}; nothing to change"
         return 0
     fi
+    # Deviation, decided against the sample (on_create_main.sh:110-112 writes the override, reloads
+    # systemd and copies /var/lib/containerd without stopping containerd): a running containerd is
+    # stopped before the copy and started after, so the copy is never of a live data root (its
+    # metadata database mid-write) and the new root applies now, not at some later restart with
+    # whatever the copy missed. Running containers survive: their shims keep running and the state
+    # directory (/run/containerd) does not move. When containerd is not running (the order the
+    # sample expects), nothing is stopped or started, as in the sample.
     if systemctl is-active --quiet containerd.service; then
         was_running=true && step "Stopping containerd"
         systemctl stop containerd.service
@@ -186,6 +200,34 @@ configure_al2() {
     fi
 }
 
+# True when the lnet and lustre kernel modules load (modprobe is a no-op for a loaded module).
+lustre_modules_load() { modprobe lnet && modprobe lustre; }
+
+# The FSx for Lustre client. Changed to follow the sample (on_create_main.sh:223-239 loads lnet and
+# lustre and installs no package, so it expects the AMI to ship them): the modules are loaded first,
+# and a package manager runs only when they do not load. It used to run every time, and a package
+# manager asked for an installed package still reads its repositories (dnf loads their metadata
+# first; not tried on a node here), which HyperPod's private subnets may not reach. Kept from before:
+# a client that still does not load fails the node, since the stack asks for it only when pods will
+# mount FSx for Lustre (the sample only logs a warning). Not taken from the sample: its EFA client
+# setup (:144-221, a zip downloaded from docs.aws.amazon.com at boot) and `lctl network up`
+# (:241-248, run only when lctl exists, its failure ignored, so the sample does not rely on it).
+lustre_client() {
+    step "Loading the FSx for Lustre client modules"
+    if lustre_modules_load; then
+        log "lnet and lustre are loaded: the client is on the AMI; nothing to install"
+        return 0
+    fi
+    step "Installing the FSx for Lustre client"
+    case "${OS}" in
+        al2023) dnf install -y lustre-client ;;
+        al2) amazon-linux-extras install -y lustre ;;
+        *) die "no Lustre client installer known for this OS, and the lnet and lustre modules do not load" ;;
+    esac
+    step "Loading the FSx for Lustre client modules"
+    lustre_modules_load || die "the Lustre client is installed but the lnet and lustre modules do not load"
+}
+
 main() {
     trap 'on_error "$?" "${LINENO}" "${BASH_COMMAND}"' ERR
     log "on_create.sh starting (script directory ${SCRIPT_DIR})"
@@ -200,12 +242,7 @@ main() {
         esac
     fi
     if [[ ${ENABLE_FSX_LUSTRE_CLIENT} == true ]]; then
-        step "Installing the FSx for Lustre client"
-        case "${OS}" in # both treat an installed package as a no-op, so reruns are harmless
-            al2023) dnf install -y lustre-client ;;
-            al2) amazon-linux-extras install -y lustre ;;
-            *) die "no Lustre client installer known for this OS" ;;
-        esac
+        lustre_client
     fi
     step "Done"
     log "on_create.sh finished successfully in ${SECONDS}s"

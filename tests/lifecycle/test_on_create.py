@@ -9,7 +9,9 @@ The script runs for real, with bash, against a fake root (a temporary directory 
 * ``sleep`` returns at once, and mounts the volume when ``state/volume_after_sleep`` exists;
 * ``cp``, ``mv`` and ``rm`` record their argv and run the real tool, but refuse any absolute
   path outside the test's temporary directory;
-* ``dnf`` and ``amazon-linux-extras`` only record.
+* ``modprobe`` loads a module when it is listed in ``state/modules`` (one name per line);
+* ``dnf`` and ``amazon-linux-extras`` record, and an install naming lustre adds lnet and lustre to
+  ``state/modules`` (unless ``state/install_without_modules`` exists).
 
 Any stub fails (exit 1) when ``state/fail/<name>`` exists and its text occurs in the recorded
 command line. PATH holds only the stubs and a handful of harmless real tools, so a command the
@@ -94,6 +96,13 @@ done
 exec '{real}' "$@"
 """
 
+# A package manager installing the Lustre client makes its kernel modules loadable.
+LUSTRE_INSTALL = r"""
+if [[ $* == *install*lustre* && ! -f $state/install_without_modules ]]; then
+    printf '%s\n' lnet lustre >>"$state/modules"
+fi
+"""
+
 STUB_BODIES = {
     "mountpoint": r"""
 in_list "$state/mounted" "${@: -1}"
@@ -124,8 +133,11 @@ fi
     "cp": PASSTHROUGH,
     "mv": PASSTHROUGH,
     "rm": PASSTHROUGH,
-    "dnf": "",
-    "amazon-linux-extras": "",
+    "modprobe": r"""
+in_list "$state/modules" "${@: -1}"
+""",
+    "dnf": LUSTRE_INSTALL,
+    "amazon-linux-extras": LUSTRE_INSTALL,
 }
 
 
@@ -660,15 +672,47 @@ def test_unknown_os_cannot_move_containerd(node: Node) -> None:
     ],
 )
 def test_lustre_client_uses_the_os_installer(node: Node, flavor: str, installer: str, other: str) -> None:
+    """Where the modules do not load, the OS's package manager installs the client, and the modules
+    are loaded again."""
     if flavor == "al2":
         node.make_al2()
     node.config("ENABLE_FSX_LUSTRE_CLIENT=true\n")
     result = node.run()
     assert result.returncode == 0, result.stdout
-    calls = node.calls()
-    assert installer in calls
+    calls = [c for c in node.calls() if c.startswith(("modprobe", "dnf", "amazon-linux-extras"))]
+    assert calls == ["modprobe lnet", installer, "modprobe lnet", "modprobe lustre"]
     assert not [c for c in calls if c.startswith(other)]
     assert "==> Installing the FSx for Lustre client" in node.log_file.read_text()
+
+
+@pytest.mark.parametrize("flavor", ["al2023", "al2", "unknown"])
+def test_lustre_modules_on_the_ami_are_loaded_and_nothing_installed(node: Node, flavor: str) -> None:
+    """As AWS's sample (on_create_main.sh:223-239): lnet and lustre are loaded from the AMI, and no
+    package manager runs, so a node that cannot reach a package repository still starts."""
+    if flavor == "al2":
+        node.make_al2()
+    if flavor == "unknown":
+        node.os_release(UBUNTU_OS_RELEASE)
+        node.config("CONTAINERD_ON_OPT_SAGEMAKER=false\nENABLE_FSX_LUSTRE_CLIENT=true\n")
+    else:
+        node.config("ENABLE_FSX_LUSTRE_CLIENT=true\n")
+    node.set_list("modules", ["lnet", "lustre"])
+    result = node.run()
+    assert result.returncode == 0, result.stdout
+    calls = [c for c in node.calls() if c.startswith(("modprobe", "dnf", "amazon-linux-extras"))]
+    assert calls == ["modprobe lnet", "modprobe lustre"]
+    assert "lnet and lustre are loaded: the client is on the AMI; nothing to install" in result.stdout
+    assert "==> Installing the FSx for Lustre client" not in result.stdout
+
+
+def test_lustre_modules_that_do_not_load_after_the_install_fail_the_node(node: Node) -> None:
+    node.config("ENABLE_FSX_LUSTRE_CLIENT=true\n")
+    (node.state / "install_without_modules").write_text("")
+    result = node.run()
+    assert result.returncode != 0
+    assert "the Lustre client is installed but the lnet and lustre modules do not load" in result.stdout
+    assert 'failed during step "Loading the FSx for Lustre client modules"' in result.stdout
+    assert "dnf install -y lustre-client" in node.calls()
 
 
 def test_lustre_client_is_off_by_default(node: Node) -> None:
@@ -682,6 +726,7 @@ def test_lustre_client_on_unknown_os_fails(node: Node) -> None:
     result = node.run()
     assert result.returncode != 0
     assert "no Lustre client installer known for this OS" in result.stdout
+    assert [c for c in node.calls() if c.startswith("modprobe")] == ["modprobe lnet"]
 
 
 def test_lustre_install_failure_names_its_step(node: Node) -> None:
