@@ -2,22 +2,114 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from infra.config import DEPENDENCIES_CHART_REVISION
 from infra.facts.intrinsics import render
 
 FACTS: dict[str, Any] = json.loads((Path(__file__).parent / "aws_facts.json").read_text())
+# The cited files of the pinned dependencies chart, stored as they are at the pinned commit.
+PINNED = Path(__file__).parent / "pinned" / "sagemaker-hyperpod-cli"
+PINNED_SOURCE: dict[str, Any] = json.loads((PINNED / "SOURCE.json").read_text())
+CITATION = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40}):(?P<path>[^\s(]+)")
+# Keys of a section that are not facts.
+NOT_FACTS = {"source", "sources", "narrowed"}
+
+
+def _facts() -> Iterator[tuple[str, str, Any, str]]:
+    """Every fact as (section, key, value, citation): the fact's own entry in ``sources``, else the section's."""
+    for section, facts in FACTS.items():
+        if section.startswith("_"):
+            continue
+        for key, value in facts.items():
+            if key not in NOT_FACTS:
+                yield section, key, value, facts.get("sources", {}).get(key, facts["source"])
+
+
+def _cited(citation: str) -> tuple[str, str, str]:
+    match = CITATION.match(citation)
+    assert match, f"not repository@commit:path: {citation}"
+    return match["repo"], match["commit"], match["path"]
+
+
+def _in_chart(repo: str, path: str) -> bool:
+    chart = FACTS["dependencies_chart"]
+    return (f"https://github.com/{repo}" == chart["repository"]
+            and (path == chart["chart_path"] or path.startswith(chart["chart_path"] + "/")))
+
+
+def _git_blob(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's object id
 
 
 def test_every_fact_names_its_source():
     for name, fact in FACTS.items():
         if not name.startswith("_"):
             assert "@" in fact["source"] and ":" in fact["source"], name
+    for *_, citation in _facts():
+        _cited(citation)
+    for name, fact in FACTS.items():
+        if not name.startswith("_"):
+            assert set(fact.get("sources", {})) <= set(fact) - NOT_FACTS, f"{name}.sources names no fact"
+
+
+def test_stored_chart_files_are_the_pinned_commits():
+    assert PINNED_SOURCE["commit"] == DEPENDENCIES_CHART_REVISION == FACTS["dependencies_chart"]["revision"]
+    assert f"https://github.com/{PINNED_SOURCE['repository']}" == FACTS["dependencies_chart"]["repository"]
+    stored = {str(p.relative_to(PINNED)) for p in PINNED.rglob("*") if p.is_file() and p.name != "SOURCE.json"}
+    assert stored == set(PINNED_SOURCE["files"])
+    for path, entry in PINNED_SOURCE["files"].items():
+        assert _git_blob((PINNED / path).read_bytes()) == entry["blob"], f"{path} is not the file at the pinned commit"
+
+
+def _holds(path: str, value: str) -> bool:
+    """The stored chart file holds the value: verbatim, or, for a values key ``<dependency>.<key>`` cited to a
+    subchart's file, as ``.Values.<key>`` in a subchart the chart's Chart.yaml names ``<dependency>``."""
+    text = (PINNED / path).read_text()
+    if value in text:
+        return True
+    chart_path = FACTS["dependencies_chart"]["chart_path"]
+    subchart = re.match(re.escape(chart_path) + r"/charts/([^/]+)/", path)
+    scope, _, key = value.partition(".")
+    if not (subchart and key):
+        return False
+    chart = yaml.safe_load((PINNED / chart_path / "Chart.yaml").read_text())
+    names = {d.get("alias") or d["name"] for d in chart.get("dependencies", [])
+             if d.get("repository") == f"file://charts/{subchart.group(1)}"}
+    return scope in names and re.search(r"\.Values\." + re.escape(key) + r"\b", text) is not None
+
+
+def test_facts_cited_to_a_chart_file_are_in_that_file():
+    """A fact whose citation is a file of the pinned dependencies chart is found in that file, as stored."""
+    checked = []
+    for section, key, value, citation in _facts():
+        repo, commit, path = _cited(citation)
+        if not _in_chart(repo, path) or path == FACTS["dependencies_chart"]["chart_path"]:
+            continue
+        assert commit == DEPENDENCIES_CHART_REVISION, f"{section}.{key} cites the chart at another commit"
+        assert path in PINNED_SOURCE["files"], f"{section}.{key} cites {path}: store it in {PINNED}"
+        for item in value if isinstance(value, list) else [value]:
+            assert isinstance(item, str) and _holds(path, item), f"{section}.{key} = {item!r} is not in {path}"
+        checked.append(f"{section}.{key}")
+    assert checked, "no fact cites a file of the chart"
+
+
+def test_chart_pin_facts_are_the_address_they_cite():
+    """repository, revision and chart_path cite the chart directory itself: they are its address."""
+    fact = FACTS["dependencies_chart"]
+    for key in ("repository", "revision", "chart_path"):
+        assert key not in fact.get("sources", {}), key
+    repo, commit, path = _cited(fact["source"])
+    assert (fact["repository"], fact["revision"], fact["chart_path"]) == (f"https://github.com/{repo}", commit, path)
+    assert commit == DEPENDENCIES_CHART_REVISION
 
 
 def _chart_release(synth) -> dict[str, Any]:
