@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from aws_cdk import ArnFormat, Stack
+from aws_cdk import ArnFormat, Stack, Token
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.constructs.common import acknowledge, log_group_arn, nag_name
+from infra.facts import health_monitoring_agent
 
 # Why each wildcard resource of the policy cannot be narrower (the acknowledgments name the rendered ARNs).
 WILDCARD_REASONS: dict[str, str] = {
@@ -36,6 +37,8 @@ INSTANCE_ROLE_POLICY = ("AmazonSageMakerClusterInstanceRolePolicy, https://docs.
 EXECUTION_ROLE_TEMPLATE = ("aws/sagemaker-hyperpod-cluster-setup@b920fcf430f1fd3b36c01bb63b63348f95f0b9fb:"
                            "eks/cloudformation/sagemaker-iam-role-template.yaml")
 SERVICE_AUTHORIZATION = "Service Authorization Reference, as bundled in parliament 1.6.4's iam_definition.json"
+# What a pull of an ECR image needs: "ecr:BatchGetImage, ecr:GetDownloadUrlForLayer, and ecr:GetAuthorizationToken".
+ECR_PULL = "https://docs.aws.amazon.com/AmazonECR/latest/userguide/ECR_on_ECS.html"
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,13 @@ POLICY: tuple[Grant, ...] = (
     # AWS's template grants the pulls on "*"; here on repositories of this region in any account.
     Grant("EcrPull", ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"),
           ("repositories",), source=EXECUTION_ROLE_TEMPLATE),
+    # The dependencies chart's health-monitoring agent pulls from us-east-1 in every region outside the chart's
+    # region map (infra/facts/health_monitoring_agent.py, whose SOURCE is the chart's template): the pull of
+    # that one repository, wherever the chart renders it for this stack's region, with the two actions a pull
+    # needs beside ecr:GetAuthorizationToken (EcrAuth) per ECR_PULL. Both take the repository resource type
+    # (SERVICE_AUTHORIZATION), so no wildcard is needed.
+    Grant("HealthMonitoringAgentPull", ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"),
+          ("health monitoring agent image",), source=health_monitoring_agent.SOURCE),
     # eks-auth:AssumeRoleForPodIdentity is the template's; eks:DescribeCluster is not in it (unverified: no AWS
     # source found that the nodes need it).
     Grant("ThisEksCluster", ("eks:DescribeCluster", "eks-auth:AssumeRoleForPodIdentity"), ("eks cluster",),
@@ -116,7 +126,8 @@ class HyperPodExecutionRole(Construct):
     Grants the equivalent of AmazonSageMakerClusterInstanceRolePolicy (logs and metrics under
     /aws/sagemaker/Clusters, SSM session channels), read of the lifecycle prefix, the VPC CNI's ENI
     management on the resources AWS's template names (instances, ENIs, the VPC, its HyperPod subnets and
-    security group), cloudwatch:DescribeAlarms for rolling-update rollback, ECR image pulls,
+    security group), cloudwatch:DescribeAlarms for rolling-update rollback, ECR image pulls (this region's
+    repositories, and the one the dependencies chart pulls its health-monitoring agent from for this region),
     eks:DescribeCluster and eks-auth:AssumeRoleForPodIdentity on this EKS cluster only: the statements of
     ``POLICY``. No action is ``*``; ``*`` resources appear only where the API has no resource-level permissions,
     each acknowledged in ``WILDCARD_REASONS``. An optional permissions boundary applies to the role.
@@ -148,8 +159,9 @@ class HyperPodExecutionRole(Construct):
             eks_cluster_arn=eks_cluster_arn, vpc_id=vpc_id, subnet_ids=subnet_ids,
             security_group_ids=security_group_ids, lifecycle_bucket_arn=lifecycle_bucket_arn,
             lifecycle_prefix=lifecycle_prefix)
-        self.policy = iam.Policy(self, "Policy", statements=[_statement(g, resources) for g in POLICY],
-                                 roles=[self.role])
+        # A grant whose resources are all absent is left out (the agent's image outside the aws partition).
+        self.policy = iam.Policy(self, "Policy", roles=[self.role], statements=[
+            _statement(g, resources) for g in POLICY if any(resources[name] for name in g.resources)])
         self._acknowledge_wildcards(resources, lifecycle_bucket_arn, lifecycle_prefix)
 
     def _node_role(self, permissions_boundary_arn: str | None) -> iam.Role:
@@ -191,6 +203,7 @@ class HyperPodExecutionRole(Construct):
             "security groups": [ec2_arn("security-group", g) for g in security_group_ids],
             # Any account: the AWS-owned registries differ by region.
             "repositories": [stack.format_arn(service="ecr", account="*", resource="repository", resource_name="*")],
+            "health monitoring agent image": _health_monitoring_agent_repositories(stack),
             "eks cluster": [eks_cluster_arn],
         }
 
@@ -206,6 +219,31 @@ class HyperPodExecutionRole(Construct):
             f"AwsSolutions-IAM5[Resource::{nag_name(self, lifecycle_bucket_arn)}/{lifecycle_prefix}/*]",
             "Nodes read the lifecycle scripts by name under the lifecycle prefix only.",
         )
+
+
+def _health_monitoring_agent_repositories(stack: Stack) -> list[str]:
+    """The repository the dependencies chart renders the health-monitoring agent's image from for the stack's
+    region (the chart installer sets the agent's region to it).
+
+    A region-agnostic stack (its region a token) gets every repository the chart's map can render: read-only
+    grants, each on one named repository, valid in whatever region the template is deployed to. A CfnMapping
+    looked up by AWS::Region was not chosen: without the AWS::LanguageExtensions transform Fn::FindInMap has no
+    default, so the mapping would have to list every region (the fallback included) and a region missing from it
+    fails the deployment. Outside the aws partition nothing is granted: the chart renders an image in the aws
+    partition, which no role of another partition can pull, and IAM refuses a policy naming another partition's
+    ARNs ("MalformedPolicyDocument: Partition "aws" is not valid for resource", as reported in
+    https://github.com/aws/copilot-cli/issues/3844); there the agent needs the chart value
+    ``health-monitoring-agent.hmaimage``. Chart values that set the agent's ``region`` or ``hmaimage`` move the
+    image elsewhere: grant its repository with ``role.add_to_principal_policy``.
+    """
+    if Token.is_unresolved(stack.region):
+        registries = health_monitoring_agent.all_image_registries()
+    elif not Token.is_unresolved(stack.partition) and stack.partition != health_monitoring_agent.PARTITION:
+        return []
+    else:
+        registries = [health_monitoring_agent.image_registry(stack.region)]
+    return [stack.format_arn(service="ecr", region=region, account=account, resource="repository",
+                             resource_name=health_monitoring_agent.REPOSITORY) for account, region in registries]
 
 
 def _statement(grant: Grant, resources: Mapping[str, Sequence[str]]) -> iam.PolicyStatement:
