@@ -23,7 +23,7 @@ from pathlib import Path
 
 from aws_cdk import App
 
-from infra.config import load_config
+from infra.config import load_config, require_offered_types
 from infra.errors import ConfigError
 from infra.guards.replacement import CANDIDATE_NAME, LOCK_DIR, guard_replacement, lock_path, write_atomically
 from stacks import validation
@@ -38,6 +38,10 @@ def main() -> None:
     lock_dir = Path(app.node.try_get_context("lock_dir") or ROOT / LOCK_DIR)
     try:
         config = load_config(path)
+        try:  # a feature whose resource types the region lacks: CloudFormation would reject the whole stack
+            require_offered_types(config)
+        except ConfigError as error:
+            raise error.within(str(path)) from None
         legacy = path.with_name(f"{path.stem}.lock.json")
         if legacy.is_file() and not lock_path(lock_dir, config.project).is_file():
             raise ConfigError(

@@ -32,6 +32,7 @@ from infra.config import (
     DEPENDENCIES_CHART_REVISION,
     MIN_AUTOSCALING_AGENT_VERSION,
     agent_image_override,
+    needed_types,
 )
 from infra.config.observability_addon import (
     HYPERPOD_OBSERVABILITY_ADDON,
@@ -263,6 +264,42 @@ def check_addon_config(cfg: Any, clients: Any) -> list[Check]:
             ]
         else:
             checks.append(Check("addon-config", PASS, f"{name} {version}: the values satisfy its configuration schema"))
+    return checks
+
+
+# --- Resource types the region offers --------------------------------------------------------------
+
+
+def type_offered(clients: Any, type_name: str) -> bool:
+    """Whether CloudFormation's registry in the clients' region has the public resource type ``type_name``
+    (DescribeType with Type RESOURCE; botocore's cloudformation model lists TypeNotFoundException among its
+    errors). Any other error is raised."""
+    try:
+        clients("cloudformation").describe_type(Type="RESOURCE", TypeName=type_name)
+    except ClientError as error:
+        if error_code(error) == "TypeNotFoundException":
+            return False
+        raise
+    return True
+
+
+def check_resource_types(cfg: Any, clients: Any) -> list[Check]:
+    """Live, what synth checks with cfn-lint's data (infra/config/regions.py): one check per config key that is on
+    (``region`` for what every deployment creates), failing when the region lacks one of the types it creates.
+    Each type is asked once."""
+    offered: dict[str, bool] = {}
+    checks = []
+    for key, types in needed_types(cfg).items():
+        for type_name in types:
+            if type_name not in offered:
+                offered[type_name] = type_offered(clients, type_name)
+        lacking = [t for t in types if not offered[t]]
+        name = f"resource-types {key}"
+        if lacking:
+            checks.append(Check(name, FAIL, f"CloudFormation in {cfg.region} does not offer {', '.join(lacking)} "
+                                            f"(DescribeType): {key} cannot deploy there"))
+        else:
+            checks.append(Check(name, PASS, f"CloudFormation in {cfg.region} offers all {len(types)} types"))
     return checks
 
 
@@ -634,6 +671,7 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += _guard("k8s-version", lambda: check_k8s_version(cfg, clients))
     checks += _guard("addon-versions", lambda: check_addon_versions(cfg, clients))
     checks += _guard("addon-config", lambda: check_addon_config(cfg, clients))
+    checks += _guard("resource-types", lambda: check_resource_types(cfg, clients))
     checks += check_chart_source(cfg)
     checks += check_autoscaling(cfg, deployed)
     checks += _guard("no-replace", lambda: check_replacement(cfg, clients, cdk_out))

@@ -5,7 +5,7 @@ template whose text was linted before is not linted again:
 - within a run, most variants share some of their stacks with the default config byte for byte;
 - across runs, the findings are kept on disk (``CACHE_DIR``), one file per template text. The file's name is the
   SHA-256 of what decides the findings: cfn-lint's version and the versions of the packages it requires, its
-  effective configuration (``repr`` of its ConfigMixIn: the ignored rules, regions and anything a .cfnlintrc
+  effective configuration (``repr`` of its ConfigMixIn: the ignored rules, the region and anything a .cfnlintrc
   adds), this module's own source (how cfn-lint is called and its findings written), and the template's bytes.
   A template that changed by one byte, another cfn-lint or dependency, another configuration or another version
   of this module is linted anew.
@@ -40,23 +40,27 @@ CFN_LINT_IGNORED: dict[str, str] = {
 
 _FINDINGS: dict[str, list[str]] = {}  # cache key of a template's text -> its findings
 
+# cfn-lint's own default region. A synthesized config's templates are linted for the config's region (as `make lint`
+# does): a resource type that region does not offer is E3006 there only.
+DEFAULT_REGION = "us-east-1"
+
 
 @cache
-def _config() -> Any:
-    """cfn-lint's configuration as its command line builds it from no arguments but the ignored rules (it reads a
-    .cfnlintrc of the home or working directory too)."""
+def _config(region: str = DEFAULT_REGION) -> Any:
+    """cfn-lint's configuration as its command line builds it from the ignored rules and ``--regions <region>``
+    (it reads a .cfnlintrc of the home or working directory too)."""
     from cfnlint.config import ConfigMixIn
 
-    return ConfigMixIn([], ignore_checks=list(CFN_LINT_IGNORED))
+    return ConfigMixIn([], ignore_checks=list(CFN_LINT_IGNORED), regions=[region])
 
 
 @cache
-def _runner() -> Any:
-    """cfn-lint's runner: its rules are built once (about 1.5 s), as the command line builds them once for all the
-    files it is given, and only in a process that has a template to lint."""
+def _runner(region: str = DEFAULT_REGION) -> Any:
+    """cfn-lint's runner for one region: its rules are built once (about 1.5 s), as the command line builds them
+    once for all the files it is given, and only in a process that has a template to lint."""
     from cfnlint.runner import Runner
 
-    return Runner(_config())
+    return Runner(_config(region))
 
 
 def _installed(requirement: str) -> str | None:
@@ -72,17 +76,17 @@ def _installed(requirement: str) -> str | None:
 
 
 @cache
-def _key_prefix() -> bytes:
+def _key_prefix(region: str = DEFAULT_REGION) -> bytes:
     """What besides the template decides cfn-lint's findings (see the module docstring)."""
     from cfnlint.version import __version__
 
     dependencies = sorted(filter(None, map(_installed, importlib.metadata.requires("cfn-lint") or [])))
     this_module = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    return (f"cfn-lint {__version__}\n{' '.join(dependencies)}\n{_config()!r}\n{this_module}\n").encode()
+    return (f"cfn-lint {__version__}\n{' '.join(dependencies)}\n{_config(region)!r}\n{this_module}\n").encode()
 
 
-def cache_key(text: bytes) -> str:
-    return hashlib.sha256(_key_prefix() + text).hexdigest()
+def cache_key(text: bytes, region: str = DEFAULT_REGION) -> str:
+    return hashlib.sha256(_key_prefix(region) + text).hexdigest()
 
 
 @cache
@@ -122,22 +126,22 @@ def _write_cached(key: str, findings: list[str]) -> None:
         pass
 
 
-def lint(template: Path) -> list[str]:
-    """cfn-lint's findings on ``template``, always by running cfn-lint (no cache)."""
+def lint(template: Path, region: str = DEFAULT_REGION) -> list[str]:
+    """cfn-lint's findings on ``template`` for ``region``, always by running cfn-lint (no cache)."""
     from cfnlint.runner.template.runner import run_template_by_file_path
 
-    runner = _runner()
+    runner = _runner(region)
     matches = run_template_by_file_path(str(template), runner.config, runner.rules, ignore_bad_template=False)
     return [f"{match.rule.id} line {match.linenumber}: {match.message}" for match in matches]
 
 
-def cfn_lint_problems(template: Path) -> list[str]:
-    """cfn-lint's findings on ``template`` (every rule but CFN_LINT_IGNORED), one line each."""
-    key = cache_key(template.read_bytes())
+def cfn_lint_problems(template: Path, region: str = DEFAULT_REGION) -> list[str]:
+    """cfn-lint's findings on ``template`` for ``region`` (every rule but CFN_LINT_IGNORED), one line each."""
+    key = cache_key(template.read_bytes(), region)
     if key not in _FINDINGS:
         cached = _read_cached(key) if _disk_cache_on() else None
         if cached is None:
-            cached = lint(template)
+            cached = lint(template, region)
             if _disk_cache_on():
                 _write_cached(key, cached)
         _FINDINGS[key] = cached

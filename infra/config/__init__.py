@@ -76,6 +76,7 @@ from infra.config.observability import (
     PrometheusConfig,
     grafana_needs_prometheus,
 )
+from infra.config.regions import needed_types, require_offered_types
 from infra.config.storage import CLUSTER_NAMESPACES, FsxLustreConfig, S3Uri, StorageConfig
 from infra.facts.aws_lists import cluster_instance_types, sagemaker_regions
 
@@ -148,7 +149,9 @@ __all__ = [
     "grafana_needs_prometheus",
     "instance_groups_have_subnets",
     "load_config",
+    "needed_types",
     "require_network",
+    "require_offered_types",
     "parse_config",
     "path_escapes",
     "refusal",

@@ -114,6 +114,25 @@ def stubbed_clients_returned() -> Iterator[None]:
     return_stubbed_clients()
 
 
+def described_type(type_name: str) -> dict[str, Any]:
+    """CloudFormation's DescribeType answer for a public resource type (botocore's DescribeTypeOutput: Arn, Type,
+    TypeName)."""
+    return {"Arn": f"arn:aws:cloudformation:{REGION}::type/resource/{type_name.replace('::', '-')}",
+            "Type": "RESOURCE", "TypeName": type_name}
+
+
+def offer_every_type(stub: Stubber, cfg: Any) -> list[str]:
+    """Stub CloudFormation to offer every resource type ``cfg`` needs, in the order preflight asks (each once)."""
+    asked: list[str] = []
+    for types in preflight.needed_types(cfg).values():
+        for type_name in types:
+            if type_name not in asked:
+                asked.append(type_name)
+                stub.add_response("describe_type", described_type(type_name),
+                                  {"Type": "RESOURCE", "TypeName": type_name})
+    return asked
+
+
 class Runner:
     """Runs `hpctl.cli.main` with injected clients and captures exit code, stdout and stderr."""
 

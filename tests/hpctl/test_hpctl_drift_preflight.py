@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import boto3
 import pytest
-from hpctl_testkit import CLUSTER, REGION, config_data, moto_cluster, stubbed
+from hpctl_testkit import CLUSTER, REGION, config_data, moto_cluster, offer_every_type, stubbed
 from moto import mock_aws
 
 from hpctl import preflight as pf
@@ -829,6 +829,7 @@ def _stubs(quota: float, instances: list, cdk_out: Path) -> dict:
     sso, sso_stub = stubbed("sso-admin")
     sso_stub.add_response("list_instances", {"Instances": instances})
     cf, cf_stub = stubbed("cloudformation")
+    offer_every_type(cf_stub, parse_config(config_data()))
     _assembly(cdk_out, {"hp-eks": EKS_TEMPLATE, "hp-hyperpod": HP_TEMPLATE})
     for stack in ("hp-eks", "hp-hyperpod"):
         cf_stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
@@ -866,6 +867,12 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
         "k8s-version": "pass",
         "addon-versions": "pass",
         "addon-config": "pass",
+        "resource-types region": "pass",
+        "resource-types observability.container_insights": "pass",
+        "resource-types observability.prometheus.enabled": "pass",
+        "resource-types observability.grafana.enabled": "pass",
+        "resource-types observability.alerts.enabled": "pass",
+        "resource-types observability.dashboard": "pass",
         "chart-source": "pass",
         "no-replace": "pass",
     }

@@ -8,12 +8,22 @@ from pathlib import Path
 import boto3
 import pytest
 import yaml
-from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, config_data, moto_cluster, stubbed
+from hpctl_testkit import (
+    CLUSTER,
+    CLUSTER_ARN,
+    REGION,
+    cluster_description,
+    config_data,
+    moto_cluster,
+    offer_every_type,
+    stubbed,
+)
 from moto import mock_aws
 
 from hpctl import cli, preflight
 from hpctl.commands import terminal
 from hpctl.target import parse_duration, resolve
+from infra.config import parse_config
 
 BASE = ("--cluster", CLUSTER, "--region", REGION)
 NODE = "i-0123456789abcdef0"
@@ -64,6 +74,7 @@ def _preflight_clients(eks_template: str) -> dict:
     sso, sso_stub = stubbed("sso-admin")
     sso_stub.add_response("list_instances", {"Instances": []})
     cf, cf_stub = stubbed("cloudformation")
+    offer_every_type(cf_stub, parse_config(config_data()))
     cf_stub.add_response("get_template", {"TemplateBody": eks_template})
     return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf}
 

@@ -153,7 +153,8 @@ def test_wheel_ships_the_runtime_files(tmp_path):
                  "infra/runtime/chart_installer/handler/protocol.py", "infra/runtime/grafana_content/handler.py",
                  "infra/runtime/common/deadline.py", "infra/runtime/common/errors.py",
                  "infra/constructs/hyperpod/autoscaling_chart/templates/node-pools.yaml",
-                 "infra/py.typed", "infra/config/__init__.py", "hpctl/cli.py", "stacks/app_builder.py"):
+                 "infra/py.typed", "infra/config/__init__.py", "hpctl/cli.py", "stacks/app_builder.py",
+                 "infra/facts/region_types.json"):
         assert name in names, name
     assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
 
