@@ -47,8 +47,9 @@ class AppConfig(StrictModel):
     def _sagemaker_tag_is_the_apps(cls, tags: dict[str, str]) -> dict[str, str]:
         if SAGEMAKER_TAG_KEY in tags:
             raise refusal(SAGEMAKER_TAG_KEY, tags[SAGEMAKER_TAG_KEY],
-                          "the app tags the HyperPod cluster SageMaker=true itself (AWS managed policies such as "
-                          "the training operator's require it); remove the tag")
+                          "the app tags the HyperPod cluster SageMaker=true itself, and the observability workspaces "
+                          "and add-on (AWS managed policies such as the training operator's and the observability "
+                          "admin's require it); remove the tag")
         return tags
 
     @field_validator("region")

@@ -88,8 +88,8 @@ def _tag_text(value: str) -> str:
 
 
 TagKey = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_tag_text)]
-# The tag AWS's setups put on every HyperPod cluster (value "true"), which the app writes itself
-# (infra/constructs/hyperpod/cluster.py says why).
+# The tag AWS's setups put on every HyperPod cluster and on the observability workspaces and add-on (value "true"),
+# which the app writes itself (infra/constructs/hyperpod/cluster.py and infra/constructs/observability.py say why).
 SAGEMAKER_TAG_KEY = "SageMaker"
 TagValue = Annotated[str, Field(max_length=256), AfterValidator(_tag_text)]
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aws_cdk import Aws, Duration, Stack, Token
+from aws_cdk import Aws, CfnTag, Duration, Stack, Token
 from aws_cdk import aws_eks as eks_l1
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IDependable
@@ -57,6 +57,8 @@ class EksAddon(Construct):
       check (``infra.constructs.readiness.Readiness``), another add-on.
     - ``preserve_on_delete``: keep the add-on's software on the cluster when the resource is deleted.
     - ``resolve_conflicts``: ``OVERWRITE`` takes over fields someone changed by hand; None leaves EKS's default.
+    - ``tags``: tags of the add-on resource itself, beside the ones the app adds to everything (the add-on's
+      ``Tags`` update in place: cfn-lint's AWS::EKS::Addon schema marks them ``tagUpdatable`` and not create-only).
 
     The add-on resource is this construct's default child, so its logical ID is the one a ``CfnAddon`` at
     ``(scope, construct_id)`` had; the role and association IDs are the ones the components used before this
@@ -69,7 +71,7 @@ class EksAddon(Construct):
         eks_cluster_arn: str | None = None, version: str | None = None,
         configuration: Mapping[str, Any] | None = None, role_id: str | None = None,
         role_description: str | None = None, after: Sequence[IDependable] = (), preserve_on_delete: bool = False,
-        resolve_conflicts: str | None = "OVERWRITE",
+        resolve_conflicts: str | None = "OVERWRITE", tags: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.facts = addon
@@ -99,6 +101,7 @@ class EksAddon(Construct):
             resolve_conflicts=resolve_conflicts, preserve_on_delete=preserve_on_delete,
             configuration_values=_configuration_values(self, configuration),
             pod_identity_associations=inline or None,
+            tags=[CfnTag(key=k, value=v) for k, v in tags.items()] if tags else None,
         )
         if self.association is not None:
             # The controller has credentials from its first start.

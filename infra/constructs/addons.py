@@ -42,19 +42,23 @@ class TrainingOperator(Construct):
     The operator's controller (``aws-hyperpod/hp-training-operator-controller-manager``) gets a role only EKS
     Pod Identity gives, only to that service account of this cluster, with the AWS managed policy
     ``AmazonSageMakerHyperPodTrainingOperatorAccess`` (what AWS's Terraform module and console attach). With
-    ``install_cert_manager`` the EKS add-on ``cert-manager`` is installed first; pass False when the cluster
-    already has cert-manager. The EKS Pod Identity agent must be on the cluster (``EksControlPlane`` installs
-    it). The add-ons need running nodes: create this after the HyperPod cluster.
+    ``install_cert_manager`` the EKS add-on ``cert-manager`` is installed first, at ``cert_manager_version``
+    (default: the version AWS's Terraform module pins, ``infra.facts.addons.CERT_MANAGER.version``; None for EKS's
+    default); pass False when the cluster already has cert-manager. Changing the version of a deployed add-on is an
+    update in place (AddonVersion is not among the create-only properties of cfn-lint's AWS::EKS::Addon schema).
+    The EKS Pod Identity agent must be on the cluster (``EksControlPlane`` installs it). The add-ons need running
+    nodes: create this after the HyperPod cluster.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, eks_cluster: eks.ICluster,
-                 install_cert_manager: bool = True, readiness_installer: HelmInstaller | None = None) -> None:
+                 install_cert_manager: bool = True, readiness_installer: HelmInstaller | None = None,
+                 cert_manager_version: str | None = CERT_MANAGER.version) -> None:
         super().__init__(scope, construct_id)
         cluster_name = eks_cluster.cluster_name
         self.cert_manager: EksAddon | None = None
         if install_cert_manager:
             self.cert_manager = EksAddon(self, "CertManager", addon=CERT_MANAGER, eks_cluster_name=cluster_name,
-                                         configuration=CERT_MANAGER_CONFIGURATION)
+                                         version=cert_manager_version, configuration=CERT_MANAGER_CONFIGURATION)
         # Its webhook certificates come from cert-manager: with an installer to check it, after cert-manager's
         # Deployments are available (AWS's module, cert_manager.tf's wait_for_cert_manager), else after its add-on.
         self.cert_manager_ready: Readiness | None = None

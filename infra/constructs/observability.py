@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 import jsii
-from aws_cdk import Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnOutput, CfnTag, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -22,7 +22,14 @@ from aws_cdk.aws_eks import CfnAddon
 from aws_cdk.interfaces import aws_events as events_refs
 from constructs import Construct
 
-from infra.config import AlertsConfig, GrafanaConfig, GrafanaNetworkAccess, PrometheusConfig, grafana_needs_prometheus
+from infra.config import (
+    SAGEMAKER_TAG_KEY,
+    AlertsConfig,
+    GrafanaConfig,
+    GrafanaNetworkAccess,
+    PrometheusConfig,
+    grafana_needs_prometheus,
+)
 from infra.config.observability_addon import addon_configuration, prometheus_endpoint
 from infra.constructs.addon import EksAddon
 from infra.constructs.common import acknowledge, log_group_arn, nag_name, retention
@@ -32,6 +39,20 @@ from infra.facts.names import cluster_log_groups, container_insights_log_groups
 
 EVENT_SOURCE = "aws.sagemaker"
 EVENT_DETAIL_TYPE = "SageMaker HyperPod Cluster Event"
+
+# SageMaker=true on the AMP workspace, the Grafana workspace and the HyperPod observability add-on, as AWS's Terraform
+# tags them (awslabs/awsome-distributed-training@0edaf1526bc47185ce5f827100416f99bd7b69e1:1.architectures/
+# 7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/modules/observability/prometheus_workspace.tf lines 12-14,
+# grafana_workspace.tf lines 21-23, eks_addon.tf lines 61-63). The AWS managed policy
+# AmazonSageMakerHyperPodObservabilityAdminAccess (v2, https://docs.aws.amazon.com/aws-managed-policy/latest/reference/
+# AmazonSageMakerHyperPodObservabilityAdminAccess.html) tests the tag: aps:CreateWorkspace, grafana:CreateWorkspace and
+# eks:CreateAddon only with aws:RequestTag/SageMaker = true, and eks:UpdatePodIdentityAssociation and
+# eks:DeletePodIdentityAssociation only on associations with aws:ResourceTag/SageMaker = true (statement
+# EKSAddonPodIdentityAccess). The add-on's association is created by EKS from the add-on's PodIdentityAssociations,
+# which take no tags in CloudFormation; whether EKS copies the add-on's tags onto it is unverified. Adding the tag to a
+# deployed workspace or add-on is an update in place: cfn-lint's schemas of AWS::APS::Workspace,
+# AWS::Grafana::Workspace and AWS::EKS::Addon (schema date 2026-10-20) mark Tags tagUpdatable, not create-only.
+SAGEMAKER_TAGS = {SAGEMAKER_TAG_KEY: "true"}
 
 
 class ContainerInsights(Construct):
@@ -113,6 +134,7 @@ class ManagedPrometheus(Construct):
             self, "Workspace", alias=name, kms_key_arn=self.key.key_arn,
             logging_configuration=aps.CfnWorkspace.LoggingConfigurationProperty(
                 log_group_arn=f"{self.log_group.log_group_arn}"),
+            tags=[CfnTag(key=k, value=v) for k, v in SAGEMAKER_TAGS.items()],
         )
         self.workspace.apply_removal_policy(removal_policy)
         self.metrics = metrics or PrometheusConfig()
@@ -138,6 +160,7 @@ class ManagedPrometheus(Construct):
             self, "HyperPodObservabilityAddon", addon=HYPERPOD_OBSERVABILITY, eks_cluster_name=self.eks_cluster_name,
             eks_cluster_arn=self.eks_cluster_arn, configuration=configuration, role_id="CollectorRole",
             role_description="HyperPod observability collector: remote write to one AMP workspace (Pod Identity)",
+            tags=SAGEMAKER_TAGS,
         )
         assert self.collector.role is not None
         self.collector_role = self.collector.role
@@ -193,11 +216,21 @@ class ManagedGrafana(Construct):
                 {"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}),
             description="Amazon Managed Grafana: read one Prometheus workspace and CloudWatch",
         )
+        # What the provisioned dashboards and alert rules query is in infra/facts/grafana_queries.py (ACTIONS, with
+        # its sources); tests/grafana_content/test_dashboard_permissions.py checks every query of them against this
+        # policy. Resource types are the Service Authorization Reference's as bundled in parliament 1.6.4
+        # (iam_definition.json): every aps action below takes workspace* (arn:${Partition}:aps:${Region}:${Account}:
+        # workspace/${WorkspaceId}); cloudwatch:GetMetricData, ListMetrics and ec2:DescribeRegions take none (*).
+        # Not granted, although AWS's Terraform grants them (modules/observability/iam_roles.tf, awslabs/
+        # awsome-distributed-training@0edaf15): cloudwatch:GetMetricStatistics and DescribeAlarmHistory (no
+        # provisioned query calls them: grafana_queries.py says why), the Alertmanager reads and silence writes
+        # (no Alertmanager data source is provisioned), and every workspace of the account (this one only).
         self.policy = iam.Policy(self, "WorkspacePolicy", roles=[self.role], statements=[
             iam.PolicyStatement(
                 sid="QueryThisPrometheusWorkspace",
+                # aps:ListRules: the dashboards' alert list panels read the workspace's rules (grafana_queries.py).
                 actions=["aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata",
-                         "aps:DescribeWorkspace"],
+                         "aps:DescribeWorkspace", "aps:ListRules"],
                 resources=[prometheus_workspace_arn],
             ),
             iam.PolicyStatement(
@@ -241,6 +274,7 @@ class ManagedGrafana(Construct):
             role_arn=self.role.role_arn, data_sources=["PROMETHEUS", "CLOUDWATCH"],
             description=f"Dashboards of HyperPod cluster {name}",
             network_access_control=network_access_control,
+            tags=[grafana.CfnWorkspace.TagsItemsProperty(key=k, value=v) for k, v in SAGEMAKER_TAGS.items()],
         )
         self.workspace_name = name
         self.workspace_arn = Stack.of(self).format_arn(service="grafana", resource="/workspaces",

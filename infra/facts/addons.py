@@ -41,12 +41,14 @@ class Workload:
 @dataclass(frozen=True)
 class AddonFacts:
     """One EKS add-on: its name, its Pod Identity facts (None: the add-on takes no AWS credentials of its own),
-    where both were read, and the workloads that must be available before what needs the add-on is created."""
+    where both were read, the workloads that must be available before what needs the add-on is created, and the
+    version AWS's own setup pins (None: none pinned, EKS installs its default for the Kubernetes version)."""
 
     name: str
     pod_identity: PodIdentityFacts | None
     source: str
     workloads: tuple[Workload, ...] = ()
+    version: str | None = None
 
 
 # The control plane's add-ons; HyperPod supports only the VPC CNI (../shared/ARCHITECTURE.md, "Facts: EKS side").
@@ -64,12 +66,15 @@ POD_IDENTITY_AGENT = AddonFacts("eks-pod-identity-agent", None, f"{_TF}/eks_clus
 CORE = (VPC_CNI, KUBE_PROXY, COREDNS, POD_IDENTITY_AGENT)
 
 # cert-manager, "required for HPTO": ${_TF}/hyperpod_cluster/cert_manager.tf, which waits (lines 73-75,
-# `kubectl wait --for=condition=available deployment/<name> -n cert-manager`) for its three Deployments.
+# `kubectl wait --for=condition=available deployment/<name> -n cert-manager`) for its three Deployments. Its version
+# is pinned as AWS's module pins it: addon_version = var.cert_manager_version (cert_manager.tf line 6), default
+# "v1.18.2-eksbuild.2" (${_TF}/hyperpod_cluster/variables.tf lines 129-133). Whether EKS offers it for the config's
+# Kubernetes version is checked live by `hpctl preflight` (check_addon_versions), not here.
 CERT_MANAGER = AddonFacts("cert-manager", None, f"{_TF}/hyperpod_cluster/cert_manager.tf", (
     Workload("deployment", "cert-manager", "cert-manager"),
     Workload("deployment", "cert-manager", "cert-manager-cainjector"),
     Workload("deployment", "cert-manager", "cert-manager-webhook"),
-))
+), version="v1.18.2-eksbuild.2")
 # The operator's service account, and a separate association: ${_TF}/hyperpod_training_operator/main.tf (version
 # v1.2.1-eksbuild.1 stopped declaring that it needs IAM permissions, so CreateAddon refuses the add-on's own
 # associations: "Pod Identity feature is not supported for addon version", awslabs/awsome-distributed-training#1075).

@@ -924,6 +924,7 @@ def test_addons_turned_on_must_be_offered_for_the_kubernetes_version() -> None:
     cfg = parse_config(data)
     k8s = cfg.eks.version
     eks, stub = stubbed("eks")
+    # cert-manager comes at the version AWS's module pins (infra/facts/addons.py): that version must be offered.
     for name, versions in (("cert-manager", ["v1.18.2-eksbuild.1"]),
                            ("amazon-sagemaker-hyperpod-training-operator", ["v1.2.1-eksbuild.1"]),
                            ("aws-mountpoint-s3-csi-driver", [])):
@@ -931,17 +932,19 @@ def test_addons_turned_on_must_be_offered_for_the_kubernetes_version() -> None:
         stub.add_response("describe_addon_versions", page, {"addonName": name, "kubernetesVersion": k8s})
     [check] = pf.check_addon_versions(cfg, Clients(REGION, preset={"eks": eks}))
     assert check.verdict == "fail"
-    assert check.reason == f"not offered for Kubernetes {k8s}: aws-mountpoint-s3-csi-driver (any version)"
+    assert check.reason == (f"not offered for Kubernetes {k8s}: cert-manager v1.18.2-eksbuild.2, "
+                            "aws-mountpoint-s3-csi-driver (any version)")
     stub.assert_no_pending_responses()
 
     eks, stub = stubbed("eks")
     for name in cfg.addons.eks_addons():
-        stub.add_response("describe_addon_versions", _addon_page(name, ["v1.0.0-eksbuild.1"], k8s),
+        stub.add_response("describe_addon_versions",
+                          _addon_page(name, ["v1.0.0-eksbuild.1", "v1.18.2-eksbuild.2"], k8s),
                           {"addonName": name, "kubernetesVersion": k8s})
     [check] = pf.check_addon_versions(cfg, Clients(REGION, preset={"eks": eks}))
     assert check.verdict == "pass"
-    assert check.reason.endswith("cert-manager (EKS default), amazon-sagemaker-hyperpod-training-operator (EKS "
-                                 "default), aws-mountpoint-s3-csi-driver (EKS default)")
+    assert check.reason.endswith("cert-manager v1.18.2-eksbuild.2, amazon-sagemaker-hyperpod-training-operator "
+                                 "(EKS default), aws-mountpoint-s3-csi-driver (EKS default)")
 
 
 # --- flexible instance groups ----------------------------------------------------------------------

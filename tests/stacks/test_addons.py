@@ -136,6 +136,32 @@ def test_cert_manager_tolerates_every_taint_as_in_aws_module(addons_synth):
                       "cainjector": {"replicaCount": 1, "tolerations": every}}
 
 
+def test_cert_manager_is_pinned_as_in_aws_module_and_its_version_updates_in_place(addons_synth):
+    from infra.guards.create_only import schema_create_only
+
+    (_, cert_manager) = _addons(addons_synth)[CERT_MANAGER_ADDON]
+    # awslabs/awsome-distributed-training@0edaf15: .../modules/hyperpod_cluster/variables.tf, cert_manager_version
+    assert cert_manager["Properties"]["AddonVersion"] == "v1.18.2-eksbuild.2"
+    # Pinning it on a deployed add-on does not replace the add-on (cfn-lint's schema).
+    assert "/properties/AddonVersion" not in schema_create_only("AWS::EKS::Addon")
+
+
+def test_cert_manager_version_is_a_prop_none_leaving_eks_default():
+    from aws_cdk import Stack
+    from aws_cdk import aws_eks_v2 as eks
+
+    from infra.constructs.addons import TrainingOperator
+    from tests.conftest import new_app
+
+    stack = Stack(new_app(), "Operator")
+    cluster = eks.Cluster.from_cluster_attributes(stack, "Eks", cluster_name="hp-eks")
+    default = TrainingOperator(stack, "EksDefault", eks_cluster=cluster, cert_manager_version=None)
+    other = TrainingOperator(stack, "Other", eks_cluster=cluster, cert_manager_version="v1.19.1-eksbuild.1")
+    assert default.cert_manager is not None and other.cert_manager is not None
+    assert default.cert_manager.addon.addon_version is None
+    assert other.cert_manager.addon.addon_version == "v1.19.1-eksbuild.1"
+
+
 def test_the_operator_follows_task_governance_when_both_are_on(all_features_synth):
     addons = _addons(all_features_synth)
     governance_id = addons["amazon-sagemaker-hyperpod-taskgovernance"][0]

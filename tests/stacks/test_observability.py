@@ -84,6 +84,33 @@ def test_hyperpod_observability_addon_is_configured_from_config(default_synth):
     assert not configuration["ampWorkspace"]["prometheusEndpoint"].endswith("/")
 
 
+OBSERVABILITY_TAGGED = ("AWS::APS::Workspace", "AWS::Grafana::Workspace", "AWS::EKS::Addon")
+
+
+def test_workspaces_and_addon_carry_the_tag_the_observability_admin_policy_tests(default_synth):
+    # AWS's Terraform tags all three SageMaker=true (modules/observability/prometheus_workspace.tf,
+    # grafana_workspace.tf, eks_addon.tf), and AmazonSageMakerHyperPodObservabilityAdminAccess allows creating them,
+    # and updating or deleting the add-on's Pod Identity association, only with that tag.
+    _, prometheus = _one(default_synth, "AWS::APS::Workspace")
+    _, grafana = _one(default_synth, "AWS::Grafana::Workspace")
+    addon = _addon(default_synth, "amazon-sagemaker-hyperpod-observability")
+    for tags in (prometheus["Properties"]["Tags"], grafana["Properties"]["Tags"], addon["Tags"]):
+        assert {"Key": "SageMaker", "Value": "true"} in tags
+    # Only that add-on: Container Insights is not the add-on the policy names.
+    assert "SageMaker" not in json.dumps(_addon(default_synth, "amazon-cloudwatch-observability").get("Tags", []))
+
+
+@pytest.mark.parametrize("resource_type", OBSERVABILITY_TAGGED)
+def test_tagging_a_deployed_workspace_or_addon_updates_it_in_place(resource_type):
+    from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
+
+    from infra.guards.create_only import SCHEMA_REGION, schema_create_only
+
+    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(SCHEMA_REGION, resource_type).schema
+    assert schema["tagging"]["tagUpdatable"] is True
+    assert "/properties/Tags" not in schema_create_only(resource_type)
+
+
 def test_addon_metric_levels_follow_config(variant_synth):
     addon = _addon(variant_synth, "amazon-sagemaker-hyperpod-observability")
     configuration = json.loads(render(addon["ConfigurationValues"]))
