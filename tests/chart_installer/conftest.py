@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from infra.runtime.chart_installer.handler import aws_clients, charts, process
+from tests.boundaries import refuse_all
 
 from .fakes import FAKE_HELM, FAKE_KUBECTL, REGION, FakeAws, FakeDownloads, FakeHelm, github_tarball
 
@@ -42,13 +43,7 @@ def offline_aws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 @pytest.fixture(autouse=True)
 def hermetic(monkeypatch: pytest.MonkeyPatch) -> None:
     """A test that forgets a fake fails instead of reaching helm, the network or AWS."""
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError(f"unfaked boundary called with {args!r}")
-
-    monkeypatch.setattr(process, "run", refuse)
-    monkeypatch.setattr(charts, "urlopen", refuse)
-    monkeypatch.setattr(aws_clients, "client", refuse)
+    refuse_all(monkeypatch, (process, "run"), (charts, "urlopen"), (aws_clients, "client"))
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from botocore.stub import Stubber
 
 from infra.constructs import grafana_content
 from infra.runtime.grafana_content import handler
+from tests.boundaries import refuse_all
 
 from .fakes import (
     ACCOUNT_NAME,
@@ -46,11 +47,7 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setattr(handler.time, "sleep", lambda seconds: None)
 
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError(f"unfaked boundary called with {args!r}")
-
-    monkeypatch.setattr(handler, "open_url", refuse)
-    monkeypatch.setattr(handler, "aws_client", refuse)
+    refuse_all(monkeypatch, (handler, "open_url"), (handler, "aws_client"))
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from infra.runtime.chart_installer.handler import protocol
 from infra.runtime.common import deadline as common_deadline
 from infra.runtime.common import errors as common_errors
 from infra.runtime.grafana_content import handler as grafana
+from tests.boundaries import refuse_all
 from tests.chart_installer.fakes import cfn_event, git_properties
 from tests.grafana_content.fakes import event as grafana_event
 
@@ -27,13 +28,7 @@ class Context:
 @pytest.fixture(autouse=True)
 def no_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither handler may reach AWS, helm or the network here: the failures below come before any call."""
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError(f"unfaked boundary called with {args!r}")
-
-    monkeypatch.setattr(grafana, "send", refuse)
-    monkeypatch.setattr(grafana, "aws_client", refuse)
-    monkeypatch.setattr(protocol, "describe_cluster", refuse)
+    refuse_all(monkeypatch, (grafana, "send"), (grafana, "aws_client"), (protocol, "describe_cluster"))
 
 
 def test_both_handlers_keep_time_with_the_one_deadline_class() -> None:
