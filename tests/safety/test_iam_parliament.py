@@ -43,6 +43,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "sagemaker:BatchAddClusterNodes and BatchDeleteClusterNodes are newer than parliament's action list; both "
         "are operations of botocore's sagemaker model and the actions of AWS's Karpenter role "
         "(awslabs/awsome-distributed-training@0edaf15: modules/sagemaker_iam_role/main.tf, karpenter_policy).",
+    ("UNKNOWN_ACTION", "ExecutionRolePolicy79A7F477"):
+        "sagemaker:AttachClusterNodeNetworkInterface is newer than parliament's action list; it is an operation of "
+        "botocore 1.44.8's sagemaker model and the call aws-node makes on HyperPod nodes since "
+        "https://github.com/aws/amazon-vpc-cni-k8s/pull/3874 (execution_role.py, VpcCniHyperPodAttachEni).",
     ("RESOURCE_STAR", "ObservabilityGrafanaWorkspacePolicy9801C29F"):
         "Grafana's CloudWatch data source reads alarms, insight rules and Logs Insights queries across the "
         "account; these read actions take no narrower resource in practice, as in AmazonGrafanaCloudWatchAccess.",

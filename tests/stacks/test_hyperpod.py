@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from pathlib import Path
@@ -259,6 +260,34 @@ def test_the_execution_role_policy_is_its_table_and_every_statement_cites_a_sour
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
         assert sorted(actions) == sorted(grant.actions)
         assert re.search(r"https://docs\.aws\.amazon\.com/\S+|[\w-]+/[\w.-]+@[0-9a-f]{40}:\S+", grant.source), grant
+
+
+def test_aws_node_may_attach_enis_through_sagemaker_on_hyperpod_clusters_of_this_stack_only(default_synth):
+    """VPC CNI releases with aws/amazon-vpc-cni-k8s#3874 attach ENIs on HyperPod nodes with
+    sagemaker:AttachClusterNodeNetworkInterface as the node role: the execution role allows that one SageMaker
+    action, on cluster ARNs of this stack's partition, region and account only, with no other SageMaker grant."""
+    sagemaker = [s for s in _role_policy(default_synth)
+                 if any(a.startswith("sagemaker:") for a in
+                        (s["Action"] if isinstance(s["Action"], list) else [s["Action"]]))]
+    (statement,) = sagemaker
+    assert statement["Sid"] == "VpcCniHyperPodAttachEni"
+    assert statement["Effect"] == "Allow"
+    assert statement["Action"] == "sagemaker:AttachClusterNodeNetworkInterface"
+    assert "Condition" not in statement
+    (resource,) = [statement["Resource"]] if not isinstance(statement["Resource"], list) else statement["Resource"]
+    pattern = render(resource).replace("<AWS::AccountId>", "111122223333")
+    assert pattern == "arn:aws:sagemaker:us-west-2:111122223333:cluster/*"
+    # IAM's wildcard over ARNs the action may name: this stack's cluster (its ARN ends in the id HyperPod
+    # assigns), and nothing of another region, account or SageMaker resource type.
+    assert fnmatch.fnmatchcase("arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef012345", pattern)
+    for other in ("arn:aws:sagemaker:us-east-1:111122223333:cluster/abcdef012345",
+                  "arn:aws:sagemaker:us-west-2:444455556666:cluster/abcdef012345",
+                  "arn:aws:sagemaker:us-west-2:111122223333:cluster-scheduler-config/abcdef012345",
+                  "arn:aws:sagemaker:us-west-2:111122223333:endpoint/e"):
+        assert not fnmatch.fnmatchcase(other, pattern), other
+    # The cluster the nodes belong to is this stack's, so it is in the granted region and account.
+    (cluster,) = default_synth.resources("hyperpod", "AWS::SageMaker::Cluster").values()
+    assert cluster["Properties"]["InstanceGroups"][0]["ExecutionRole"]["Fn::GetAtt"][0].startswith("ExecutionRole")
 
 
 def test_permissions_boundary_from_config(variant_synth):

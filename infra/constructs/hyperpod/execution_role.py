@@ -26,6 +26,9 @@ WILDCARD_REASONS: dict[str, str] = {
     "template grants the same resource.",
     "instances": "HyperPod creates the node instances at run time, so their IDs are unknown; AWS's execution role "
     "template grants the same resource.",
+    "hyperpod clusters": "aws-node attaches ENIs through sagemaker:AttachClusterNodeNetworkInterface on the HyperPod "
+    "cluster, whose ARN ends in an id HyperPod assigns at creation, after this role (the cluster names it); the "
+    "cluster resource type has no name-based ARN, so clusters of this region and account are the narrowest.",
     "repositories": "Node images (EKS add-ons, HyperPod agents) come from AWS-owned registries whose account IDs "
     "differ by region; pulls are limited to this region and to read actions.",
 }
@@ -37,6 +40,10 @@ INSTANCE_ROLE_POLICY = ("AmazonSageMakerClusterInstanceRolePolicy, https://docs.
 EXECUTION_ROLE_TEMPLATE = ("aws/sagemaker-hyperpod-cluster-setup@b920fcf430f1fd3b36c01bb63b63348f95f0b9fb:"
                            "eks/cloudformation/sagemaker-iam-role-template.yaml")
 SERVICE_AUTHORIZATION = "Service Authorization Reference, as bundled in parliament 1.6.4's iam_definition.json"
+# aws-node on a HyperPod node attaches ENIs through SageMaker (see the VpcCniHyperPodAttachEni grant).
+VPC_CNI_HYPERPOD_ATTACH = ("aws/amazon-vpc-cni-k8s pull request #3874, https://github.com/aws/amazon-vpc-cni-k8s/pull/3874"
+                           "; the operation: https://docs.aws.amazon.com/cli/latest/reference/sagemaker/"
+                           "attach-cluster-node-network-interface.html")
 # What a pull of an ECR image needs: "ecr:BatchGetImage, ecr:GetDownloadUrlForLayer, and ecr:GetAuthorizationToken".
 ECR_PULL = "https://docs.aws.amazon.com/AmazonECR/latest/userguide/ECR_on_ECS.html"
 
@@ -100,6 +107,25 @@ POLICY: tuple[Grant, ...] = (
     # the resources Attach has there.
     Grant("VpcCniAttachEni", ("ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface"),
           ("instances", "network interfaces"), source=EXECUTION_ROLE_TEMPLATE),
+    # VPC CNI releases with aws/amazon-vpc-cni-k8s pull request #3874 (VPC_CNI_HYPERPOD_ATTACH, merged 2026-09-11) do
+    # not call ec2:AttachNetworkInterface on a HyperPod node, "which is not authorized on these nodes" (the PR's
+    # docs/iam-policy.md, as reviewed 2026-09-14): aws-node asks SageMaker to attach the ENI with
+    # AttachClusterNodeNetworkInterface, naming the cluster by ARN (cluster id from the node's providerID, account from
+    # sts:GetCallerIdentity, which needs no permission:
+    # https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html), the node and the ENI (botocore
+    # 1.44.8's sagemaker model: ClusterName, NodeId, NetworkInterfaceId, all required). aws-node runs as this role:
+    # vpc-cni gets no Pod Identity role here (infra/facts/addons.py VPC_CNI). The first release carrying the change is
+    # unverified: the repository's snapshot read here ends before the merge
+    # (aws/amazon-vpc-cni-k8s@b52188387f2e2f10bf289ace929d6a63b176a4fa, "Prepare v1.23.1 release", 2026-08-20; newest
+    # tag v1.23.0), so it is a release after v1.23.1. The product takes EKS's default vpc-cni version, which may be
+    # older: the EC2 attach grants above stay. Resource: the cluster resource type,
+    # arn:${Partition}:sagemaker:${Region}:${Account}:cluster/${ClusterId} (SERVICE_AUTHORIZATION); its id exists only
+    # after this role, hence cluster/* of this region and account (WILDCARD_REASONS). The action's own row (resource
+    # types, condition keys) is unverified: parliament 1.6.4 predates it and the reference page
+    # (list_amazonsagemaker.html) was not readable here; no condition key is set, as one the action does not evaluate
+    # would deny it.
+    Grant("VpcCniHyperPodAttachEni", ("sagemaker:AttachClusterNodeNetworkInterface",), ("hyperpod clusters",),
+          source=VPC_CNI_HYPERPOD_ATTACH),
     # On creation and later: the VPC CNI tags the ENIs it manages.
     Grant("VpcCniTagEni", ("ec2:CreateTags",), ("network interfaces",), source=EXECUTION_ROLE_TEMPLATE),
     Grant("EcrAuth", ("ecr:GetAuthorizationToken",), ("*",), source=EXECUTION_ROLE_TEMPLATE),
@@ -126,8 +152,10 @@ class HyperPodExecutionRole(Construct):
     Grants the equivalent of AmazonSageMakerClusterInstanceRolePolicy (logs and metrics under
     /aws/sagemaker/Clusters, SSM session channels), read of the lifecycle prefix, the VPC CNI's ENI
     management on the resources AWS's template names (instances, ENIs, the VPC, its HyperPod subnets and
-    security group), cloudwatch:DescribeAlarms for rolling-update rollback, ECR image pulls (this region's
-    repositories, and the one the dependencies chart pulls its health-monitoring agent from for this region),
+    security group), sagemaker:AttachClusterNodeNetworkInterface (the VPC CNI's ENI attach on HyperPod nodes) on
+    the HyperPod clusters of this region and account, cloudwatch:DescribeAlarms for rolling-update rollback, ECR
+    image pulls (this region's repositories, and the one the dependencies chart pulls its health-monitoring agent
+    from for this region),
     eks:DescribeCluster and eks-auth:AssumeRoleForPodIdentity on this EKS cluster only: the statements of
     ``POLICY``. No action is ``*``; ``*`` resources appear only where the API has no resource-level permissions,
     each acknowledged in ``WILDCARD_REASONS``. An optional permissions boundary applies to the role.
@@ -205,6 +233,7 @@ class HyperPodExecutionRole(Construct):
             "repositories": [stack.format_arn(service="ecr", account="*", resource="repository", resource_name="*")],
             "health monitoring agent image": _health_monitoring_agent_repositories(stack),
             "eks cluster": [eks_cluster_arn],
+            "hyperpod clusters": [stack.format_arn(service="sagemaker", resource="cluster", resource_name="*")],
         }
 
     def _acknowledge_wildcards(self, resources: Mapping[str, Sequence[str]], lifecycle_bucket_arn: str,
