@@ -1,5 +1,5 @@
-"""Before a destroy: pre-destroy lists (and with --delete removes) what Kubernetes left in the VPC outside
-CloudFormation. What counts and how it is removed is in hpctl/predestroy.py."""
+"""Before a destroy: pre-destroy lists (and with --delete removes) what Kubernetes and GuardDuty left in the VPC
+outside CloudFormation. What counts and how it is removed is in hpctl/predestroy.py."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ def cmd_pre_destroy(args: argparse.Namespace, t: Target, clients: Any) -> int:
     ours = [b for b in blockers if b.ours]
     failed: list[tuple[predestroy.Blocker, str]] = []
     if args.delete and ours:
-        if not confirm(f"Delete {len(ours)} resource(s) of {t.cfg.project} left in {vpc} ({t.region})?", args.yes):
+        if not confirm(f"Delete {len(ours)} resource(s) Kubernetes or GuardDuty left in {vpc} ({t.region})?",
+                       args.yes):
             err("aborted, nothing deleted")
             return EXIT_FAILED
         failed = predestroy.remove(clients, blockers)
@@ -30,12 +31,13 @@ def cmd_pre_destroy(args: argparse.Namespace, t: Target, clients: Any) -> int:
     elif not blockers:
         print(f"nothing outside CloudFormation blocks deleting {vpc or 'the VPC (network stack not found)'}")
     else:
-        print_table(["KIND", "ID", "DETAIL", "TAGGED FOR THIS CLUSTER"],
+        print_table(["KIND", "ID", "DETAIL", "TAGGED FOR THIS CLUSTER OR BY GUARDDUTY"],
                     [[b.kind, b.id, b.detail, "yes" if b.ours else "no"] for b in blockers])
         if not args.delete:
             print("\nWhile the cluster runs, delete LoadBalancer Services and Ingresses with kubectl first (their "
                   "controller re-creates a deleted load balancer); then `hpctl pre-destroy --delete` removes "
-                  "what is tagged for this cluster. Untagged ones are someone else's: not touched.")
+                  "what is tagged for this cluster or by GuardDuty (GuardDutyManaged=true). Untagged ones are "
+                  "someone else's: not touched.")
     for blocker, error in failed:
         err(f"{blocker.id}: {error}")
     # Still in the way: whatever was not deleted, and the deletes that failed.
@@ -48,10 +50,12 @@ def register(sub: Any) -> None:
         sub,
         "pre-destroy",
         cmd_pre_destroy,
-        "list what Kubernetes left in the VPC outside CloudFormation (load balancers, detached ENIs); "
-        "--delete removes what is tagged for this cluster (exit 1 while anything remains)",
+        "list what Kubernetes and GuardDuty left in the VPC outside CloudFormation (load balancers, detached ENIs, "
+        "GuardDuty's endpoint and security group); --delete removes what is tagged for this cluster or by "
+        "GuardDuty (exit 1 while anything remains)",
         "hpctl pre-destroy --config config/prod.yaml --delete",
         need_config=True,
     )
-    p.add_argument("--delete", action="store_true", help="delete those tagged for this cluster, after a confirmation")
+    p.add_argument("--delete", action="store_true",
+                   help="delete those tagged for this cluster or by GuardDuty, after a confirmation")
     add_yes(p)
