@@ -41,9 +41,11 @@ EXECUTION_ROLE_TEMPLATE = ("aws/sagemaker-hyperpod-cluster-setup@b920fcf430f1fd3
                            "eks/cloudformation/sagemaker-iam-role-template.yaml")
 SERVICE_AUTHORIZATION = "Service Authorization Reference, as bundled in parliament 1.6.4's iam_definition.json"
 # aws-node on a HyperPod node attaches ENIs through SageMaker (see the VpcCniHyperPodAttachEni grant).
-VPC_CNI_HYPERPOD_ATTACH = ("aws/amazon-vpc-cni-k8s pull request #3874, https://github.com/aws/amazon-vpc-cni-k8s/pull/3874"
-                           "; the operation: https://docs.aws.amazon.com/cli/latest/reference/sagemaker/"
-                           "attach-cluster-node-network-interface.html")
+VPC_CNI_HYPERPOD_ATTACH = (
+    "aws/amazon-vpc-cni-k8s pull request #3874, https://github.com/aws/amazon-vpc-cni-k8s/pull/3874; the operation: "
+    "AttachClusterNodeNetworkInterface in botocore 1.44.8's sagemaker model; the cluster ARN: "
+    "https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonsagemaker.html, read in "
+    "parliament 1.6.4's copy")
 # What a pull of an ECR image needs: "ecr:BatchGetImage, ecr:GetDownloadUrlForLayer, and ecr:GetAuthorizationToken".
 ECR_PULL = "https://docs.aws.amazon.com/AmazonECR/latest/userguide/ECR_on_ECS.html"
 
