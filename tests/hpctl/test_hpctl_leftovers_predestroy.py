@@ -133,14 +133,19 @@ def test_the_vpc_comes_from_the_network_stack_and_is_none_once_it_is_gone():
     assert predestroy.vpc_id(CONFIG, clients) is None
 
 
-@mock_aws
-def test_cli_lists_then_deletes_after_confirmation_and_exits_1_while_something_remains(run, write_config):
-    vpc, ids = _vpc_with_leftovers()
+def _adopting(vpc: str) -> dict:
+    """The config data of a project that adopts the VPC ``vpc`` by ID (its subnets named)."""
     data = config_data()
     data["network"] = {"existing_vpc_id": vpc, "control_plane_az_ids": ["usw2-az1", "usw2-az2"],
                        "control_plane_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"],
                        "hyperpod_subnets": [{"az_id": "usw2-az2", "subnet_id": "subnet-0bbbbbbbbbbbbbbb1"}]}
-    path: Path = write_config(data)
+    return data
+
+
+@mock_aws
+def test_cli_lists_then_deletes_after_confirmation_and_exits_1_while_something_remains(run, write_config):
+    vpc, ids = _vpc_with_leftovers()
+    path: Path = write_config(_adopting(vpc))
     code, listed = run.json("pre-destroy", "--config", str(path))
     assert code == 1 and listed["deleted"] is False and len(listed["blockers"]) == 4
     code, out, err = run("pre-destroy", "--config", str(path), "--delete")
@@ -255,11 +260,7 @@ def test_a_refused_endpoint_delete_and_a_group_still_in_use_are_reported_as_fail
 def test_cli_deletes_guardduty_leftovers_after_confirmation_and_exits_1_while_unmarked_ones_remain(
         run, write_config):
     vpc, ids = _vpc_with_guardduty()
-    data = config_data()
-    data["network"] = {"existing_vpc_id": vpc, "control_plane_az_ids": ["usw2-az1", "usw2-az2"],
-                       "control_plane_subnet_ids": ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"],
-                       "hyperpod_subnets": [{"az_id": "usw2-az2", "subnet_id": "subnet-0bbbbbbbbbbbbbbb1"}]}
-    path: Path = write_config(data)
+    path: Path = write_config(_adopting(vpc))
     code, listed = run.json("pre-destroy", "--config", str(path))
     assert code == 1 and listed["deleted"] is False
     assert {(b["kind"], b["id"], b["ours"]) for b in _not_interfaces(listed["blockers"])} == {
