@@ -8,6 +8,7 @@ forwarded port, name it as tls-server-name), as for `hpctl quotas --usage`.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import urlparse
 
@@ -37,8 +38,11 @@ def connect(context: str | None, desc: dict[str, Any], clients: Any) -> Any:
     """An ApiClient for the kube context (default: the current one) of the HyperPod cluster ``desc``."""
     from kubernetes import config
 
+    # The client reads KUBECONFIG once, when it is imported (kubernetes/config/kube_config.py:
+    # KUBE_CONFIG_DEFAULT_LOCATION); it is read here at each call instead, with kubectl's default.
+    files = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     try:
-        api = config.new_client_from_config(context=context, persist_config=False)
+        api = config.new_client_from_config(config_file=files, context=context, persist_config=False)
     except (config.ConfigException, OSError) as error:
         raise HpctlError(f"no usable kube context {context or '(current)'}: {one_line(str(error))}; write one with "
                          "hpctl kubeconfig, or pass --kube-context", EXIT_USAGE) from None

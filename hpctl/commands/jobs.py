@@ -178,8 +178,8 @@ def _documents(path: str) -> list[dict[str, Any]]:
 
 
 def cmd_submit(args: argparse.Namespace, t: Target, clients: Any) -> int:
-    docs = _documents(args.file)
     where = teams.placement(t.cfg, args.team, args.priority)
+    docs = _documents(args.file)
     available = {k.kind for k in jobs.available_kinds(t.cfg)}
     for doc in docs:
         if doc["kind"] in jobs.KINDS and doc["kind"] not in available:
