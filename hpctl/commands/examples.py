@@ -21,12 +21,14 @@ def cmd_render_examples(args: argparse.Namespace, t: Target, clients: Any) -> in
     where = teams.placement(t.cfg, args.team, args.priority)
     files = examples.render(t.cfg, gpus=args.gpus, efa=args.efa, checkpoint_interval_minutes=minutes, where=where)
     refusal = examples.training_refusal(t.cfg, where)
-    if refusal:
-        err(refusal)
     if args.out == "-":
         print(examples.stream(files), end="")
+        if refusal:
+            err(refusal)
         return EXIT_OK
     written, removed = examples.write(files, Path(args.out))
+    if refusal:
+        err(refusal)
     if args.json:
         print_json({"written": [str(p) for p in written], "removed": [str(p) for p in removed],
                     "not_rendered": [{"file": examples.TRAINING_FILE, "reason": refusal}] if refusal else []})
