@@ -36,7 +36,11 @@ def eks_endpoint(desc: dict[str, Any], clients: Any) -> tuple[str, str] | None:
 
 def connect(context: str | None, desc: dict[str, Any], clients: Any) -> Any:
     """An ApiClient for the kube context (default: the current one) of the HyperPod cluster ``desc``."""
-    from kubernetes import config
+    try:
+        from kubernetes import config
+    except ImportError:
+        raise HpctlError("hpctl jobs needs the kubernetes package (pyproject.toml pins it): pip install it with "
+                         "-c requirements.lock", EXIT_USAGE) from None
 
     # The client reads KUBECONFIG once, when it is imported (kubernetes/config/kube_config.py:
     # KUBE_CONFIG_DEFAULT_LOCATION); it is read here at each call instead, with kubectl's default.

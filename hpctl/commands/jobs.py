@@ -15,7 +15,7 @@ from hpctl.commands.examples import add_team_options
 from hpctl.commands.options import add_command, add_yes, bounded
 from hpctl.commands.terminal import confirm, err
 from hpctl.commands.watch import EVENT_HEADERS, _event_record, _event_row
-from hpctl.errors import EXIT_FAILED, EXIT_OK, UsageError
+from hpctl.errors import EXIT_CODE_TABLE, EXIT_FAILED, EXIT_OK, UsageError
 from hpctl.output import fields, print_json, print_table, table, to_json
 from hpctl.target import Target
 
@@ -240,6 +240,10 @@ def register(sub: Any) -> None:
         description="Jobs on the EKS cluster, through the Kubernetes API and your kubeconfig's context (checked "
                     "against the HyperPod cluster's EKS endpoint). Without --namespace/--team/-A a command looks in "
                     "the examples' namespace and every team's.",
+        epilog="example:\n  hpctl jobs submit my-examples/pytorchjob-auto-resume.yaml --team research\n"
+               "  hpctl jobs list\n  hpctl jobs logs train-auto-resume --follow\n\n"
+               f"see hpctl jobs JOBS_COMMAND --help\n\n{EXIT_CODE_TABLE}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = group.add_subparsers(dest="jobs_command", metavar="JOBS_COMMAND", required=True)
     p = add_command(commands, "submit", cmd_submit,
