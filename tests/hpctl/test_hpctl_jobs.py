@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +31,7 @@ EKS_NAME = "hp-eks"
 EKS_ARN = f"arn:aws:eks:{REGION}:123456789012:cluster/{EKS_NAME}"
 TEAM_NS = "hyperpod-ns-research"
 T0 = "2026-12-04T10:00:00Z"
+S3_BUCKET = {"enabled": True, "bucket_arns": ["arn:aws:s3:::ckpt"]}
 
 
 class FakeApiServer:
@@ -167,7 +169,7 @@ def aws_clients_and_stub(endpoint: str) -> tuple[dict[str, Any], Any]:
 
 def test_submit_puts_the_job_in_the_team_namespace_and_queue_with_aws_labels(run, governed, fake, kubeconfig,
                                                                              tmp_path) -> None:
-    files = examples.render(parse_config(governed_config(s3_csi={"enabled": True, "bucket_arns": ["arn:aws:s3:::ckpt"]}), "t"))
+    files = examples.render(parse_config(governed_config(s3_csi=S3_BUCKET), "t"))
     manifest = tmp_path / "train.yaml"
     manifest.write_text(files[examples.TRAINING_FILE])
     fake.on("POST", f"/api/v1/namespaces/{TEAM_NS}/configmaps", {"kind": "ConfigMap"}, 201)
@@ -209,7 +211,7 @@ def test_team_without_task_governance_is_refused_in_one_line(run, config_file, t
 
 
 def test_render_examples_for_a_team_labels_every_job_and_moves_every_manifest(run, write_config) -> None:
-    config = write_config(governed_config(s3_csi={"enabled": True, "bucket_arns": ["arn:aws:s3:::ckpt"]}))
+    config = write_config(governed_config(s3_csi=S3_BUCKET))
     code, out, _ = run("render-examples", "--team", "research", "--priority", "inference", "--config", str(config))
     assert code == 0
     docs = [d for d in yaml.safe_load_all(out) if d]
@@ -241,8 +243,7 @@ def test_default_config_gets_no_auto_resume_job_and_is_told_why(run, config_file
 
 
 def test_with_s3_csi_the_auto_resume_job_checkpoints_to_the_bucket(write_config, run) -> None:
-    config = write_config({**config_data(), "addons": {"s3_csi": {"enabled": True,
-                                                                 "bucket_arns": ["arn:aws:s3:::ckpt"]}}})
+    config = write_config({**config_data(), "addons": {"s3_csi": S3_BUCKET}})
     code, out, err = run("render-examples", "--config", str(config))
     assert code == 0 and err == ""
     docs = [d for d in yaml.safe_load_all(out) if d]
@@ -265,7 +266,8 @@ def test_list_shows_kind_team_status_age_and_nodes_from_the_api(run, governed, f
                           {"kueue.x-k8s.io/queue-name": "hyperpod-ns-research-localqueue"})
     fake.on("GET", f"/apis/kubeflow.org/v1/namespaces/{TEAM_NS}/pytorchjobs", listing("PyTorchJob", [running],
                                                                                      "kubeflow.org/v1"))
-    fake.on("GET", f"/apis/kubeflow.org/v2beta1/namespaces/{TEAM_NS}/mpijobs", listing("MPIJob", [], "kubeflow.org/v2beta1"))
+    fake.on("GET", f"/apis/kubeflow.org/v2beta1/namespaces/{TEAM_NS}/mpijobs",
+            listing("MPIJob", [], "kubeflow.org/v2beta1"))
     fake.on("GET", f"/api/v1/namespaces/{TEAM_NS}/pods", listing("Pod", [
         pod("train-master-0", TEAM_NS, {"training.kubeflow.org/job-name": "train"}, "hyperpod-i-0aaa"),
         pod("train-worker-0", TEAM_NS, {"training.kubeflow.org/job-name": "train"}, "hyperpod-i-0bbb"),
@@ -333,14 +335,8 @@ def test_describe_adds_events_and_the_hyperpod_faults_of_its_nodes(run, governed
     ]))
     clients, stub = aws_clients_and_stub(fake.url)
     # hpctl events' source: ListClusterEvents of the node since the job was created (botocore's ClusterEventSummary).
-    events = [
-        {"EventId": "ev-1", "ClusterArn": CLUSTER_ARN, "ClusterName": CLUSTER, "InstanceGroupName": "workers",
-         "InstanceId": "i-0aaa", "ResourceType": "Instance", "EventTime": dt.datetime(2026, 12, 4, 10, 4, tzinfo=dt.UTC),
-         "EventLevel": "Error", "Description": "GPU health check failed: the node is replaced"},
-        {"EventId": "ev-2", "ClusterArn": CLUSTER_ARN, "ClusterName": CLUSTER, "InstanceGroupName": "workers",
-         "InstanceId": "i-0aaa", "ResourceType": "Instance", "EventTime": dt.datetime(2026, 12, 4, 10, 3, tzinfo=dt.UTC),
-         "EventLevel": "Info", "Description": "routine"},
-    ]
+    events = [cluster_event("ev-1", 4, "Error", "GPU health check failed: the node is replaced"),
+              cluster_event("ev-2", 3, "Info", "routine")]
     stub.add_response("list_cluster_events", {"Events": events}, {
         "ClusterName": CLUSTER, "SortBy": "EventTime", "SortOrder": "Descending", "MaxResults": 100,
         "EventTimeAfter": dt.datetime(2026, 12, 4, 10, 0, tzinfo=dt.UTC), "NodeId": "i-0aaa"})
@@ -353,6 +349,14 @@ def test_describe_adds_events_and_the_hyperpod_faults_of_its_nodes(run, governed
     assert [f["description"] for f in data["node_faults"]] == ["GPU health check failed: the node is replaced"]
     assert data["pods"] == [{"pod": "train-master-0", "node": "hyperpod-i-0aaa", "phase": "Running",
                              "container_restarts": 1}]
+
+
+def cluster_event(event_id: str, minute: int, level: str, description: str) -> dict[str, Any]:
+    """A ListClusterEvents entry of node i-0aaa (botocore's sagemaker model, ClusterEventSummary)."""
+    return {"EventId": event_id, "ClusterArn": CLUSTER_ARN, "ClusterName": CLUSTER, "InstanceGroupName": "workers",
+            "InstanceId": "i-0aaa", "ResourceType": "Instance",
+            "EventTime": dt.datetime(2026, 12, 4, 10, minute, tzinfo=dt.UTC), "EventLevel": level,
+            "Description": description}
 
 
 @pytest.mark.parametrize(("rank", "wanted"), [(None, "train-master-0"), ("1", "train-worker-0"),
@@ -463,3 +467,33 @@ def test_monitoring_reads_the_observability_stack_outputs(run, write_config) -> 
     assert out["grafana_url"] == "https://g-1.grafana-workspace.x"
     assert out["prometheus_query_url"] == endpoint + "query"
     assert out["dashboard_url"] == "https://console/dash" and out["alerts_topic_arn"] is None
+
+
+def test_the_token_is_the_one_the_kubeconfig_of_hpctl_kubeconfig_gets_from_aws_eks_get_token(
+        run, governed, fake, tmp_path, monkeypatch) -> None:
+    """The entry `hpctl kubeconfig` writes runs `aws eks get-token` (an exec credential plugin); the client runs it
+    the same way kubectl does and sends its token. A stand-in `aws` prints an ExecCredential
+    (client.authentication.k8s.io/v1beta1: status.token, status.expirationTimestamp)."""
+    from hpctl.kubeconfig import build_entry
+
+    entry = build_entry({"arn": EKS_ARN, "name": EKS_NAME, "endpoint": fake.url}, REGION)
+    path = tmp_path / "kube" / "config"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(entry), encoding="utf-8")
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    bin_dir, calls = tmp_path / "bin", tmp_path / "aws-calls"
+    bin_dir.mkdir()
+    credential = {"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+                  "status": {"token": "k8s-aws-v1.from-get-token", "expirationTimestamp": "2099-01-01T00:00:00Z"}}
+    aws = bin_dir / "aws"
+    aws.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\ncat <<'JSON'\n{json.dumps(credential)}\nJSON\n")
+    aws.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    fake.on("GET", f"/apis/kubeflow.org/v1/namespaces/{TEAM_NS}/pytorchjobs", listing("PyTorchJob", []))
+    fake.on("GET", f"/apis/kubeflow.org/v2beta1/namespaces/{TEAM_NS}/mpijobs", listing("MPIJob", []))
+    code, data = run.json("jobs", "list", "--team", "research", "--config", str(governed),
+                          clients=aws_clients(fake.url))
+    assert code == 0 and data == []
+    assert calls.read_text().split() == ["--region", REGION, "eks", "get-token", "--cluster-name", EKS_NAME,
+                                         "--output", "json"]
+    assert {r["authorization"] for r in fake.requests} == {"Bearer k8s-aws-v1.from-get-token"}
