@@ -83,11 +83,25 @@ def pod_templates(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def apply(doc: dict[str, Any], where: Placement) -> dict[str, Any]:
     """``doc`` moved to the team's namespace; a job (of JOB_KINDS) also gets the queue labels, on itself and on
-    its pod templates. Cluster-scoped objects (a PersistentVolume) are returned as they are."""
-    if doc.get("kind") in {"Namespace", "PersistentVolume"}:
+    its pod templates. A Namespace is returned as it is. A static volume and its claim, named as render-examples
+    names them (the volume `<namespace>-<claim>`, hpctl/examples.py s3_volumes), move together: the volume is
+    renamed for the team's namespace and bound to the claim there, so the team's claim never waits for a volume
+    that another namespace's claim holds."""
+    if doc.get("kind") == "Namespace":
         return doc
     placed = copy.deepcopy(doc)
     metadata = placed.setdefault("metadata", {})
+    spec = placed.get("spec") or {}
+    if doc.get("kind") == "PersistentVolume":
+        claim = spec.get("claimRef") or {}
+        if claim.get("namespace") and metadata.get("name") == f"{claim['namespace']}-{claim.get('name')}":
+            metadata["name"] = f"{where.namespace}-{claim.get('name')}"
+        if claim:
+            claim["namespace"] = where.namespace
+        return placed
+    if doc.get("kind") == "PersistentVolumeClaim" and spec.get("volumeName") == \
+            f"{metadata.get('namespace')}-{metadata.get('name')}":
+        spec["volumeName"] = f"{where.namespace}-{metadata.get('name')}"
     metadata["namespace"] = where.namespace
     if doc.get("kind") in JOB_KINDS:
         metadata["labels"] = {**(metadata.get("labels") or {}), **where.labels}

@@ -497,3 +497,34 @@ def test_the_token_is_the_one_the_kubeconfig_of_hpctl_kubeconfig_gets_from_aws_e
     assert calls.read_text().split() == ["--region", REGION, "eks", "get-token", "--cluster-name", EKS_NAME,
                                          "--output", "json"]
     assert {r["authorization"] for r in fake.requests} == {"Bearer k8s-aws-v1.from-get-token"}
+
+
+def test_submitting_rendered_s3_volumes_for_a_team_binds_a_volume_of_its_own(run, governed, tmp_path) -> None:
+    """s3-volumes.yaml rendered for the examples' namespace, submitted for a team: the claim moves, and its volume
+    is renamed and bound to it there (a volume binds one claim)."""
+    files = examples.render(parse_config(governed_config(s3_csi=S3_BUCKET), "t"))
+    manifest = tmp_path / "s3.yaml"
+    pv, pvc = (d for d in yaml.safe_load_all(files["s3-volumes.yaml"]) if d)
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "training"},
+           "spec": {}}
+    manifest.write_text(yaml.safe_dump_all([pv, pvc, job]))
+    code, data = run.json("jobs", "submit", str(manifest), "--team", "research", "--dry-run", "--config", str(governed))
+    assert code == 0
+    placed_pv, placed_pvc, _ = data["manifests"]
+    assert placed_pv["metadata"]["name"] == f"{TEAM_NS}-s3-ckpt"
+    assert placed_pv["spec"]["claimRef"] == {"namespace": TEAM_NS, "name": "s3-ckpt"}
+    assert placed_pvc["metadata"]["namespace"] == TEAM_NS
+    assert placed_pvc["spec"]["volumeName"] == f"{TEAM_NS}-s3-ckpt"
+
+
+def test_with_fsx_only_a_team_job_is_left_out_since_the_claim_is_elsewhere() -> None:
+    from hpctl import teams
+
+    data = governed_config()
+    data["storage"] = {"fsx_lustre": {"enabled": True}}
+    config = parse_config(data, "t")
+    where = teams.placement(config, "research", None)
+    assert examples.training_refusal(config) is None  # the examples' namespace has the FSx claim
+    reason = examples.training_refusal(config, where)
+    assert reason is not None and f"the FSx claim is in namespace training, not {TEAM_NS}" in reason
+    assert examples.TRAINING_FILE not in examples.render(config, where=where)
