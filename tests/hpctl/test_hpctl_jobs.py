@@ -528,3 +528,12 @@ def test_with_fsx_only_a_team_job_is_left_out_since_the_claim_is_elsewhere() -> 
     reason = examples.training_refusal(config, where)
     assert reason is not None and f"the FSx claim is in namespace training, not {TEAM_NS}" in reason
     assert examples.TRAINING_FILE not in examples.render(config, where=where)
+
+
+def test_monitoring_without_the_stack_is_one_line_and_exit_3(run, config_file) -> None:
+    cfn, stub = stubbed("cloudformation")
+    stub.add_client_error("describe_stacks", "ValidationError", "Stack with id hp-observability does not exist",
+                          expected_params={"StackName": "hp-observability"})
+    code, out, err = run("monitoring", "--config", str(config_file), clients={"cloudformation": cfn})
+    assert (code, out) == (3, "")
+    assert err == "hpctl: stack hp-observability not found in us-west-2: deploy the app with observability on first\n"
