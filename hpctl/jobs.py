@@ -32,7 +32,8 @@ class JobKind(NamedTuple):
 # pytorchjobs.kubeflow.org-CustomResourceDefinition.yaml, plural pytorchjobs, and charts/mpi-operator/templates/
 # mpijob-crd.yaml, plural mpijobs; the versions hpctl/examples.py renders). Both operators label a job's pods
 # training.kubeflow.org/job-name=<name> (kubeflow/training-operator@186ac6c6:pkg/apis/kubeflow.org/v1/
-# common_types.go JobNameLabel; kubeflow/mpi-operator pkg/controller/mpi_job_controller.go defaultLabels).
+# common_types.go JobNameLabel; kubeflow/mpi-operator pkg/controller/mpi_job_controller.go defaultLabels, read at
+# its default branch, not at the v0.5.0 the chart ships: unverified for that version).
 HYPERPOD = JobKind("HyperPodPyTorchJob", "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs", "HPJob")
 PYTORCH = JobKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", "training.kubeflow.org/job-name")
 MPI = JobKind("MPIJob", "kubeflow.org", "v2beta1", "mpijobs", "training.kubeflow.org/job-name")
@@ -42,10 +43,12 @@ assert set(KINDS) == teams.JOB_KINDS
 # Which pod is a rank. PyTorchJob: the Master replica is RANK 0 and Worker i is RANK i+1 (kubeflow/training-operator
 # @5fa872ff:pkg/controller.v1/pytorch/envvar.go setPodEnv), told apart by training.kubeflow.org/replica-type
 # (lower case) and training.kubeflow.org/replica-index (common_types.go above). HyperPodPyTorchJob: the pods are
-# named <job>-<replica spec name>-<index>, node rank 0 first (AWS's walkthrough reads the logs of `$JOB_NAME-pod-0`:
-# aws/sagemaker-hyperpod-cli@011ca927:examples/end_to_end_walkthrough/01-training-job-submission/
-# 00-pytorch-training-job.md). MPIJob: mpirun in the launcher pod (training.kubeflow.org/job-role=launcher,
-# mpi_job_controller.go defaultLabels) prints what every rank prints.
+# named <job>-<replica spec name>-<index>: AWS's job template names its one replica spec `pod` (aws/sagemaker-
+# hyperpod-cli@011ca927:hyperpod-pytorch-job-template/hyperpod_pytorch_job_template/v1_1/template.py), and its
+# walkthrough lists the pods <job>-pod-0, <job>-pod-1 and reads the logs of `$JOB_NAME-pod-0` (examples/
+# end_to_end_walkthrough/01-training-job-submission/00-pytorch-training-job.md). That index N is node rank N is
+# how hpctl reads it; the operator's code is not public (unverified). MPIJob: mpirun in the launcher pod
+# (training.kubeflow.org/job-role=launcher, mpi_job_controller.go defaultLabels) prints what every rank prints.
 REPLICA_TYPE = "training.kubeflow.org/replica-type"
 REPLICA_INDEX = "training.kubeflow.org/replica-index"
 JOB_ROLE = "training.kubeflow.org/job-role"
