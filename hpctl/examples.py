@@ -80,7 +80,10 @@ RENDERED_MARK = "Rendered by `hpctl render-examples`"  # in every file it writes
 CHECKPOINT_INTERVAL_MINUTES = 1.0
 
 # A small data-parallel job on synthetic data: it checkpoints to the shared volume every
-# CHECKPOINT_INTERVAL_MINUTES and resumes from the latest checkpoint when HyperPod restarts it.
+# CHECKPOINT_INTERVAL_MINUTES and resumes from the latest checkpoint when HyperPod restarts it. Each checkpoint is a
+# new file written in one sequential pass, since on an S3 bucket Mountpoint neither renames nor overwrites by default
+# (awslabs/mountpoint-s3 doc/SEMANTICS.md: "We do not try to emulate operations like `rename`"; sequential writes of
+# new files only).
 TRAIN_SCRIPT = '''\
 import io
 import os
