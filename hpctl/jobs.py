@@ -207,7 +207,9 @@ class Cluster:
 
 def job_status(job: dict[str, Any]) -> str:
     """The newest condition that holds (Created, Running, Restarting, Succeeded, Failed, Suspended: the operators'
-    JobConditionType), or Pending before the operator has set any."""
+    JobConditionType), or Pending before the operator has set any. AWS's CLI also takes the condition of the latest
+    lastTransitionTime (aws/sagemaker-hyperpod-cli@011ca927:src/sagemaker/hyperpod/cli/service/
+    list_training_jobs.py, _get_job_status); here a condition whose status is not True does not count."""
     conditions = [c for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"]
     if not conditions:
         return "Pending"

@@ -537,3 +537,16 @@ def test_monitoring_without_the_stack_is_one_line_and_exit_3(run, config_file) -
     code, out, err = run("monitoring", "--config", str(config_file), clients={"cloudformation": cfn})
     assert (code, out) == (3, "")
     assert err == "hpctl: stack hp-observability not found in us-west-2: deploy the app with observability on first\n"
+
+
+def test_list_looks_in_the_examples_and_every_team_namespace_for_the_kinds_the_cluster_has(
+        run, governed, fake, kubeconfig) -> None:
+    code, data = run.json("jobs", "list", "--config", str(governed), clients=aws_clients(fake.url))
+    assert code == 0 and data == []
+    # No HyperPodPyTorchJob without addons.training_operator; a kind whose CRD is missing (404) lists nothing.
+    assert [r["path"] for r in fake.sent("GET")] == [
+        "/apis/kubeflow.org/v1/namespaces/training/pytorchjobs",
+        f"/apis/kubeflow.org/v1/namespaces/{TEAM_NS}/pytorchjobs",
+        "/apis/kubeflow.org/v2beta1/namespaces/training/mpijobs",
+        f"/apis/kubeflow.org/v2beta1/namespaces/{TEAM_NS}/mpijobs",
+    ]
