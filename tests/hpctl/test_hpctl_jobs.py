@@ -550,3 +550,20 @@ def test_list_looks_in_the_examples_and_every_team_namespace_for_the_kinds_the_c
         "/apis/kubeflow.org/v2beta1/namespaces/training/mpijobs",
         f"/apis/kubeflow.org/v2beta1/namespaces/{TEAM_NS}/mpijobs",
     ]
+
+
+def test_the_pod_of_a_rank_for_a_hyperpod_job_and_an_mpi_job() -> None:
+    from hpctl import jobs
+    from hpctl.errors import UsageError
+
+    hp_job = {"kind": "HyperPodPyTorchJob", "metadata": {"name": "hp", "namespace": "training"}}
+    hp_pods = [pod(f"hp-pod-{i}", "training", {"HPJob": "hp"}, None) for i in (1, 0, 10)]
+    assert jobs.rank_pod(jobs.HYPERPOD, hp_job, hp_pods, None)["metadata"]["name"] == "hp-pod-0"
+    assert jobs.rank_pod(jobs.HYPERPOD, hp_job, hp_pods, 10)["metadata"]["name"] == "hp-pod-10"
+    mpi_job = {"kind": "MPIJob", "metadata": {"name": "nccl", "namespace": "training"}}
+    role = "training.kubeflow.org/job-role"
+    mpi_pods = [pod("nccl-worker-0", "training", {role: "worker"}, None),
+                pod("nccl-launcher-x1", "training", {role: "launcher"}, None)]
+    assert jobs.rank_pod(jobs.MPI, mpi_job, mpi_pods, None)["metadata"]["name"] == "nccl-launcher-x1"
+    with pytest.raises(UsageError, match="leave out --rank"):
+        jobs.rank_pod(jobs.MPI, mpi_job, mpi_pods, 1)
