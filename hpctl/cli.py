@@ -12,7 +12,20 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hpctl import __version__
 from hpctl.aws import Clients, enable_debug_log
-from hpctl.commands import access, deploy, destroy, examples, kubeconfig, plan, quotas, recover, software, watch
+from hpctl.commands import (
+    access,
+    deploy,
+    destroy,
+    examples,
+    jobs,
+    kubeconfig,
+    monitoring,
+    plan,
+    quotas,
+    recover,
+    software,
+    watch,
+)
 from hpctl.commands.options import add_common
 from hpctl.commands.terminal import err
 from hpctl.errors import (
@@ -29,7 +42,7 @@ from hpctl.target import resolve
 MakeClients = Callable[[str, str | None], Any]
 
 # In the order `hpctl --help` lists their commands.
-FAMILIES = (watch, quotas, access, recover, software, kubeconfig, deploy, destroy, examples, plan)
+FAMILIES = (watch, monitoring, quotas, access, recover, software, kubeconfig, deploy, destroy, examples, jobs, plan)
 
 DESCRIPTION = """Day-2 operations for a SageMaker HyperPod cluster orchestrated by Amazon EKS.
 

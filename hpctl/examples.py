@@ -7,12 +7,12 @@ come from the config; images are pinned here.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import yaml
 
+from hpctl import teams
 from hpctl.errors import UsageError
 from infra.facts.instances import accelerator_kind, lookup
 
@@ -71,6 +71,7 @@ ELASTIC_AGENT = "hyperpod-elastic-agent==1.1.0"
 # examples/kubernetes/static_provisioning/static_provisioning.yaml (the capacity is required but ignored).
 S3_CSI_DRIVER = "s3.csi.aws.com"
 S3_NOMINAL_SIZE = "1200Gi"
+TRAINING_FILE = "pytorchjob-auto-resume.yaml"
 REGENERATE = "hpctl render-examples --config config/default.yaml --out examples"
 RENDERED_MARK = "Rendered by `hpctl render-examples`"  # in every file it writes; marks the ones it may remove
 
@@ -79,8 +80,12 @@ RENDERED_MARK = "Rendered by `hpctl render-examples`"  # in every file it writes
 CHECKPOINT_INTERVAL_MINUTES = 1.0
 
 # A small data-parallel job on synthetic data: it checkpoints to the shared volume every
-# CHECKPOINT_INTERVAL_MINUTES and resumes from the latest checkpoint when HyperPod restarts it.
+# CHECKPOINT_INTERVAL_MINUTES and resumes from the latest checkpoint when HyperPod restarts it. Each checkpoint is a
+# new file written in one sequential pass, since on an S3 bucket Mountpoint neither renames nor overwrites by default
+# (awslabs/mountpoint-s3 doc/SEMANTICS.md: "We do not try to emulate operations like `rename`"; sequential writes of
+# new files only).
 TRAIN_SCRIPT = '''\
+import io
 import os
 import time
 
@@ -93,18 +98,24 @@ rank, local_rank = dist.get_rank(), int(os.environ["LOCAL_RANK"])
 torch.cuda.set_device(local_rank)
 checkpoint_dir = os.environ["CHECKPOINT_DIR"]
 os.makedirs(checkpoint_dir, exist_ok=True)
-latest = os.path.join(checkpoint_dir, "latest.pt")
 
 model = DistributedDataParallel(torch.nn.Linear(4096, 4096).cuda(), device_ids=[local_rank])
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 step = 0
-if os.path.exists(latest):
-    state = torch.load(latest, map_location="cuda")
+# Each checkpoint is a new file written front to back, never renamed or overwritten: the same code works on FSx for
+# Lustre and on an S3 bucket mounted by Mountpoint, which does not rename. The newest one that reads back wins (a
+# crash mid-write on FSx leaves a torn last file).
+for name in sorted((n for n in os.listdir(checkpoint_dir) if n.endswith(".pt")), reverse=True):
+    try:
+        state = torch.load(os.path.join(checkpoint_dir, name), map_location="cuda")
+    except Exception:  # a torn file: try the one before
+        continue
     model.module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     step = state["step"]
     if rank == 0:
-        print(f"resumed from step {step}", flush=True)
+        print(f"resumed from step {step} ({name})", flush=True)
+    break
 
 total_steps = int(os.environ.get("TOTAL_STEPS", "5000"))
 interval_seconds = float(os.environ["CHECKPOINT_INTERVAL_MINUTES"]) * 60
@@ -122,8 +133,10 @@ while step < total_steps:
         last_checkpoint = time.monotonic()
         if rank == 0:
             state = {"model": model.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step}
-            torch.save(state, latest + ".tmp")
-            os.replace(latest + ".tmp", latest)  # a crash mid-write never leaves a torn checkpoint
+            buffer = io.BytesIO()
+            torch.save(state, buffer)
+            with open(os.path.join(checkpoint_dir, f"step-{step:09d}.pt"), "wb") as handle:
+                handle.write(buffer.getvalue())
             print(f"step {step} loss {loss.item():.4f} checkpoint saved", flush=True)
         dist.barrier()
     time.sleep(0.05)
@@ -201,17 +214,41 @@ def _accelerator_resources(gpus: int, efa: int) -> dict[str, Any]:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def _shared_volume(config: Any) -> dict[str, Any]:
+def _fsx_volume(config: Any, ns: str) -> dict[str, Any] | None:
+    """The FSx for Lustre claim, which the storage stack creates in storage.fsx_lustre.namespace only."""
     fsx = config.storage.fsx_lustre
-    if fsx.enabled:
+    if fsx.enabled and ns == fsx.namespace:
         return {"name": "shared", "persistentVolumeClaim": {"claimName": fsx.pvc_name}}
-    return {"name": "shared", "emptyDir": {}}
+    return None
 
 
-EMPTY_DIR_COMMENT = """\
-# storage.fsx_lustre is disabled in the config: this emptyDir lives and dies with the pod, so checkpoints
-# do not survive a move to another node and auto-resume starts from step 0. Enable storage.fsx_lustre
-# (the storage stack then creates the claim) and render again to checkpoint on FSx for Lustre."""
+def _s3_claim(bucket_arn: str) -> tuple[str, str]:
+    bucket = bucket_arn.split(":::", 1)[1]
+    return bucket, f"s3-{bucket}"
+
+
+def checkpoint_volume(config: Any, ns: str) -> dict[str, Any] | None:
+    """A volume in ``ns`` that outlives the pods, for the auto-resume job's checkpoints: the FSx claim, else the
+    claim of the first bucket of addons.s3_csi (s3_volumes renders it in ``ns``); None when there is neither."""
+    fsx = _fsx_volume(config, ns)
+    if fsx is not None:
+        return fsx
+    s3 = config.addons.s3_csi
+    if s3.enabled and s3.bucket_arns:
+        return {"name": "shared", "persistentVolumeClaim": {"claimName": _s3_claim(s3.bucket_arns[0])[1]}}
+    return None
+
+
+def training_refusal(config: Any, where: teams.Placement | None = None) -> str | None:
+    """Why the auto-resume job is not rendered (its checkpoints would die with the pod), or None."""
+    ns = where.namespace if where else namespace(config)
+    if checkpoint_volume(config, ns) is not None:
+        return None
+    fsx = config.storage.fsx_lustre
+    why = (f"the FSx claim is in namespace {fsx.namespace}, not {ns}" if fsx.enabled
+           else "storage.fsx_lustre is off")
+    return (f"{TRAINING_FILE} not rendered: its checkpoints would die with the pod ({why}, and addons.s3_csi has no "
+            "bucket); enable storage.fsx_lustre, or addons.s3_csi with a bucket, and render again")
 
 
 def _dump(documents: list[dict[str, Any]], project: str, title: str) -> str:
@@ -221,23 +258,16 @@ def _dump(documents: list[dict[str, Any]], project: str, title: str) -> str:
         "# hpctl/examples.py, not this file, then render again.\n"
     )
     body = "---\n".join(yaml.dump(d, Dumper=_Dumper, sort_keys=False, width=120) for d in documents)
-    # Put the explanation right above the emptyDir volume it is about.
-    body = re.sub(
-        r"^( *)(- name: shared\n\1  emptyDir: \{\}\n)",
-        lambda m: "".join(f"{m.group(1)}{line}\n" for line in EMPTY_DIR_COMMENT.splitlines()) + m.group(0),
-        body,
-        flags=re.MULTILINE,
-    )
     return header + body
 
 
 def training_job(
-    config: Any, group: Any, acc: Accelerators,
+    config: Any, group: Any, acc: Accelerators, volume: dict[str, Any], ns: str,
     checkpoint_interval_minutes: float = CHECKPOINT_INTERVAL_MINUTES,
 ) -> list[dict[str, Any]]:
+    """The auto-resume job, checkpointing to ``volume`` (checkpoint_volume), in namespace ``ns``."""
     gpus, efa = acc.gpus, acc.efa
     nodes = max(group.instance_count, 1)
-    ns = namespace(config)
     env = [
         {"name": "CHECKPOINT_DIR", "value": f"{SHARED_MOUNT}/checkpoints/{TRAINING_JOB}"},
         {"name": "CHECKPOINT_INTERVAL_MINUTES", "value": f"{checkpoint_interval_minutes:g}"},
@@ -272,7 +302,7 @@ def training_job(
                 ],
             }],
             "volumes": [
-                _shared_volume(config),
+                volume,
                 {"name": "train-script", "configMap": {"name": f"{TRAINING_JOB}-script"}},
                 dict(SHM_VOLUME),
             ],
@@ -323,13 +353,11 @@ def _hyperpod_job(ns: str, pod: dict[str, Any], nodes: int, gpus: int) -> dict[s
     }
 
 
-def s3_volumes(config: Any) -> list[dict[str, Any]]:
-    """A static PersistentVolume and its claim for each bucket of addons.s3_csi, in the examples' namespace."""
-    ns = namespace(config)
+def s3_volumes(config: Any, ns: str) -> list[dict[str, Any]]:
+    """A static PersistentVolume and its claim for each bucket of addons.s3_csi, in namespace ``ns``."""
     documents: list[dict[str, Any]] = []
     for arn in config.addons.s3_csi.bucket_arns:
-        bucket = arn.split(":::", 1)[1]
-        claim = f"s3-{bucket}"
+        bucket, claim = _s3_claim(arn)
         access = {"accessModes": ["ReadWriteMany"], "storageClassName": ""}
         documents.append({
             "apiVersion": "v1",
@@ -354,17 +382,16 @@ def s3_volumes(config: Any) -> list[dict[str, Any]]:
     return documents
 
 
-def inference(config: Any, group: Any) -> list[dict[str, Any]]:
-    ns = namespace(config)
+def inference(config: Any, group: Any, ns: str) -> list[dict[str, Any]]:
     labels = {"app": INFERENCE_APP}
     env = []
     mounts = [dict(SHM_MOUNT)]
     volumes: list[dict[str, Any]] = [dict(SHM_VOLUME)]
-    if config.storage.fsx_lustre.enabled:
+    if (fsx := _fsx_volume(config, ns)) is not None:
         # Model weights are downloaded once to the shared file system and reused by every replica.
         env.append({"name": "HF_HOME", "value": f"{SHARED_MOUNT}/huggingface"})
         mounts.append({"name": "shared", "mountPath": SHARED_MOUNT})
-        volumes.append(_shared_volume(config))
+        volumes.append(fsx)
     container: dict[str, Any] = {
         "name": "vllm",
         "image": INFERENCE_IMAGE,
@@ -400,7 +427,7 @@ def inference(config: Any, group: Any) -> list[dict[str, Any]]:
     return [deployment, service]
 
 
-def smoke_test(config: Any, group: Any, acc: Accelerators) -> list[dict[str, Any]]:
+def smoke_test(config: Any, group: Any, acc: Accelerators, ns: str) -> list[dict[str, Any]]:
     gpus, efa = acc.gpus, acc.efa
     checks = [
         "set -euo pipefail",
@@ -457,7 +484,7 @@ def smoke_test(config: Any, group: Any, acc: Accelerators) -> list[dict[str, Any
     return [{
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
-        "metadata": {"name": SMOKE_TEST_JOB, "namespace": namespace(config)},
+        "metadata": {"name": SMOKE_TEST_JOB, "namespace": ns},
         "spec": {
             "slotsPerWorker": gpus,
             # MPIJob v2beta1 (kubeflow/mpi-operator@caa3c47f:pkg/apis/kubeflow/v2beta1/types.go, also in v0.5.0,
@@ -484,34 +511,48 @@ def smoke_test(config: Any, group: Any, acc: Accelerators) -> list[dict[str, Any
 
 def render(
     config: Any, gpus: int | None = None, efa: int | None = None,
-    checkpoint_interval_minutes: float = CHECKPOINT_INTERVAL_MINUTES,
+    checkpoint_interval_minutes: float = CHECKPOINT_INTERVAL_MINUTES, where: teams.Placement | None = None,
 ) -> dict[str, str]:
     """File name -> manifest text for ``config``; ``gpus``/``efa`` override the table for the GPU group, and the
-    training job checkpoints every ``checkpoint_interval_minutes``."""
+    training job checkpoints every ``checkpoint_interval_minutes``. With ``where`` (teams.placement) every
+    manifest goes to the team's namespace and the jobs to its queue. The auto-resume job is left out when it has
+    no volume that outlives its pods (training_refusal says why)."""
     group = gpu_group(config)
     acc = accelerators(group, gpus, efa)
+    ns = where.namespace if where else namespace(config)
+
+    def dump(documents: list[dict[str, Any]], title: str) -> str:
+        placed = [teams.apply(d, where) for d in documents] if where else documents
+        if where:
+            title += (f"\n# For team {where.team}: namespace {where.namespace}, Kueue queue "
+                      f"{where.labels[teams.QUEUE_LABEL]}.")
+        return _dump(placed, config.project, title)
+
     files: dict[str, str] = {}
-    if not config.storage.fsx_lustre.enabled:
-        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace(config)}}
+    if not config.storage.fsx_lustre.enabled and where is None:
+        namespace_doc = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
         files["namespace.yaml"] = _dump(
-            [ns], config.project, "The namespace of the examples (with FSx enabled the storage stack creates it).")
+            [namespace_doc], config.project,
+            "The namespace of the examples (with FSx enabled the storage stack creates it).")
     operator = config.addons.training_operator.enabled
-    files["pytorchjob-auto-resume.yaml"] = _dump(
-        training_job(config, group, acc, checkpoint_interval_minutes), config.project,
-        "Distributed PyTorch training with the HyperPod training operator's restarts, checkpointing to the shared "
-        "volume." if operator else
-        "Distributed PyTorch training with HyperPod job auto-resume, checkpointing to the shared volume.")
-    files["inference.yaml"] = _dump(
-        inference(config, group), config.project,
-        f"An OpenAI-compatible vLLM server for {INFERENCE_MODEL} and its Service.")
+    volume = checkpoint_volume(config, ns)
+    if volume is not None:
+        on = "FSx for Lustre" if _fsx_volume(config, ns) else "an S3 bucket (its claim is in s3-volumes.yaml)"
+        files[TRAINING_FILE] = dump(
+            training_job(config, group, acc, volume, ns, checkpoint_interval_minutes),
+            "Distributed PyTorch training with the HyperPod training operator's restarts, checkpointing to "
+            f"{on}." if operator else
+            f"Distributed PyTorch training with HyperPod job auto-resume, checkpointing to {on}.")
+    files["inference.yaml"] = dump(
+        inference(config, group, ns), f"An OpenAI-compatible vLLM server for {INFERENCE_MODEL} and its Service.")
     title = "Smoke test: GPUs, EFA and an NCCL all_reduce across two nodes."
     if group.instance_count < 2:
         title += (f"\n# It needs 2 nodes of {group.instance_type}; instance group {group.name} has "
                   f"{group.instance_count}: raise its instance_count first.")
-    files["nccl-smoke-test.yaml"] = _dump(smoke_test(config, group, acc), config.project, title)
+    files["nccl-smoke-test.yaml"] = dump(smoke_test(config, group, acc, ns), title)
     if config.addons.s3_csi.enabled:
-        files["s3-volumes.yaml"] = _dump(
-            s3_volumes(config), config.project,
+        files["s3-volumes.yaml"] = dump(
+            s3_volumes(config, ns),
             "S3 buckets as volumes (Mountpoint for Amazon S3 CSI driver): a claim per bucket, mount it in a pod.\n"
             "# Pods read and write new files; to let them delete, add `mountOptions: [allow-delete]` to the volume.")
     return files

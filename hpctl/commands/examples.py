@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hpctl import examples
+from hpctl import examples, teams
 from hpctl.commands.options import add_command, bounded, positive
+from hpctl.commands.terminal import err
 from hpctl.errors import EXIT_OK, UsageError
 from hpctl.output import print_json
 from hpctl.target import Target
@@ -17,13 +18,20 @@ def cmd_render_examples(args: argparse.Namespace, t: Target, clients: Any) -> in
     minutes = args.checkpoint_interval_minutes
     if not 0 < minutes < float("inf"):  # also refuses NaN
         raise UsageError(f"--checkpoint-interval-minutes must be more than zero, got {minutes:g}")
-    files = examples.render(t.cfg, gpus=args.gpus, efa=args.efa, checkpoint_interval_minutes=minutes)
+    where = teams.placement(t.cfg, args.team, args.priority)
+    files = examples.render(t.cfg, gpus=args.gpus, efa=args.efa, checkpoint_interval_minutes=minutes, where=where)
+    refusal = examples.training_refusal(t.cfg, where)
     if args.out == "-":
         print(examples.stream(files), end="")
+        if refusal:
+            err(refusal)
         return EXIT_OK
     written, removed = examples.write(files, Path(args.out))
+    if refusal:
+        err(refusal)
     if args.json:
-        print_json({"written": [str(p) for p in written], "removed": [str(p) for p in removed]})
+        print_json({"written": [str(p) for p in written], "removed": [str(p) for p in removed],
+                    "not_rendered": [{"file": examples.TRAINING_FILE, "reason": refusal}] if refusal else []})
     else:
         for path in written:
             print(f"wrote {path}")
@@ -39,7 +47,7 @@ def register(sub: Any) -> None:
         cmd_render_examples,
         "write the data-scientist manifests (training with auto-resume, inference, NCCL smoke test) for the config",
         "hpctl render-examples --config config/prod.yaml --out my-examples\n"
-        "  hpctl render-examples --config config/prod.yaml | kubectl apply -f -",
+        "  hpctl render-examples --config config/prod.yaml --team research --priority training --out research",
         need_config=True,
     )
     p.add_argument(
@@ -57,3 +65,13 @@ def register(sub: Any) -> None:
         help="how often the training example checkpoints, e.g. the interval `hpctl plan` gives "
         f"(default {examples.CHECKPOINT_INTERVAL_MINUTES:g})",
     )
+    add_team_options(p, "render the manifests")
+
+
+def add_team_options(p: argparse.ArgumentParser, what: str) -> None:
+    """--team and --priority of the commands that place jobs in a team's queue (hpctl/teams.py)."""
+    p.add_argument("--team", metavar="TEAM",
+                   help=f"{what} for this team of addons.task_governance.teams: its namespace hyperpod-ns-TEAM and "
+                        "its Kueue queue")
+    p.add_argument("--priority", metavar="CLASS",
+                   help="with --team: a priority class of addons.task_governance.priority_classes")

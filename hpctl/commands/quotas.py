@@ -8,11 +8,11 @@ import shutil
 import subprocess
 import sys
 from typing import Any
-from urllib.parse import urlparse
 
 from hpctl import cluster as api
 from hpctl.commands.options import add_command
 from hpctl.errors import EXIT_OK, HpctlError
+from hpctl.kube import eks_endpoint, same_endpoint
 from hpctl.output import print_json, print_table
 from hpctl.target import Target
 
@@ -80,16 +80,14 @@ def _quantity(value: Any) -> Any:
 def check_context(desc: dict[str, Any], clients: Any, context: str | None) -> None:
     """Refuse a kube context whose API server is not this HyperPod cluster's EKS endpoint (or, for a forwarded
     port, whose tls-server-name is not): the quotas would be read from another cluster."""
-    eks_arn = desc.get("Orchestrator", {}).get("Eks", {}).get("ClusterArn")
-    if not eks_arn:
+    found = eks_endpoint(desc, clients)
+    if found is None:
         return
-    eks_name = eks_arn.rsplit("/", 1)[-1]
-    endpoint = clients("eks").describe_cluster(name=eks_name)["cluster"].get("endpoint", "")
+    eks_name, endpoint = found
     view = kubectl_json(["config", "view", "--minify"], context)
     cluster = ((view.get("clusters") or [{}])[0] or {}).get("cluster", {})
     server = str(cluster.get("server", ""))
-    hosts = {str(h).lower() for h in (urlparse(server).hostname, cluster.get("tls-server-name")) if h}
-    if (urlparse(endpoint).hostname or "").lower() not in hosts:  # host names compare without case
+    if not same_endpoint(endpoint, server, cluster.get("tls-server-name")):
         raise HpctlError(f"the kube context {context or '(current)'} points at {server or 'no server'}, not the EKS "
                          f"cluster {eks_name} ({endpoint}): pass --kube-context, or write one with hpctl kubeconfig")
 

@@ -28,6 +28,7 @@ def test_every_command_is_there() -> None:
                 "nodes",
                 "wait",
                 "events",
+                "monitoring",
                 "quotas",
                 "connect",
                 "ssh-config",
@@ -39,6 +40,7 @@ def test_every_command_is_there() -> None:
                 "preflight",
                 "pre-destroy",
                 "render-examples",
+                "jobs",
                 "plan",
             ]
         )
@@ -172,7 +174,7 @@ def test_clients_use_retries_with_backoff() -> None:
 
 # --- command families and shared options ---------------------------------------------------------
 # What a command needs besides the shared options before it parses.
-REQUIRED = {"connect": ["i-0123456789abcdef0"], "plan": ["--checkpoint-gib", "5"]}
+REQUIRED = {"connect": ["i-0123456789abcdef0"], "plan": ["--checkpoint-gib", "5"], "jobs": ["list"]}
 SHARED = ["--cluster", "c1", "--config", "other.yaml", "--region", "eu-west-1", "--profile", "ops", "--json", "--debug"]
 SHARED_VALUES = {
     "cluster": "c1",
