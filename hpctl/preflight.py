@@ -40,6 +40,7 @@ from infra.config.observability_addon import (
     config_key,
     prometheus_endpoint,
 )
+from infra.config.pod_slots import budgets
 from infra.errors import ConfigError
 from infra.guards import replacement as engine
 from infra.runtime.chart_installer.handler import github_archive_url
@@ -656,6 +657,20 @@ def check_leftovers(cfg: Any, clients: Any) -> list[Check]:
     ]
 
 
+# --- Pod slots per node ---------------------------------------------------------------------------
+
+
+def check_pod_slots(cfg: Any) -> list[Check]:
+    """The pod budget of every group's node of each of its types (infra/config/pod_slots.py): the DaemonSet pods the
+    config puts on it against the pods it accepts. Synth refuses a group without a slot left for a workload pod;
+    a type whose pod figure the catalog lacks warns."""
+    checks = []
+    for budget in budgets(cfg):
+        verdict = WARN if budget.max_pods is None else PASS if budget.fits else FAIL
+        checks.append(Check(f"pod-slots {budget.group} {budget.instance_type}", verdict, budget.line()))
+    return checks
+
+
 # --- Run them all ----------------------------------------------------------------------------------
 
 
@@ -670,6 +685,7 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += _guard("quotas", lambda: check_quotas(cfg, clients))
     checks += _guard("subnet-ips", lambda: check_subnet_ips(cfg, clients, deployed))
     checks += check_admin_access(cfg)
+    checks += check_pod_slots(cfg)
     checks += _guard("identity-center", lambda: check_identity_center(cfg, clients))
     checks += _guard("leftovers", lambda: check_leftovers(cfg, clients))
     checks += _guard("k8s-version", lambda: check_k8s_version(cfg, clients))

@@ -15,6 +15,7 @@ from moto import mock_aws
 from hpctl import preflight as pf
 from hpctl.aws import Clients
 from infra.config import parse_config
+from tests.conftest import default_config_data
 
 # --- drift ----------------------------------------------------------------------------------------
 
@@ -862,6 +863,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
         "quota ml.g5.8xlarge": "fail",
         "subnet-ips": "pass",
         "admin-access": "pass",
+        "pod-slots workers ml.g5.8xlarge": "pass",
         "identity-center": "fail",
         "leftovers": "pass",
         "k8s-version": "pass",
@@ -1141,3 +1143,15 @@ def test_drift_goes_on_when_the_eks_cluster_cannot_be_read(run, write_config) ->
     code, result, text = _drift_with_eks(run, write_config, answer)
     assert code == 0 and result["changes"] == []
     assert "the EKS cluster's version is not compared (AccessDeniedException)" in text
+
+
+def test_preflight_prints_the_pod_budget_of_each_group() -> None:
+    data = default_config_data()
+    group = data["hyperpod"]["instance_groups"][0]
+    group["fallback_instance_types"] = ["ml.g5.xlarge"]
+    checks = {c.name: c for c in pf.check_pod_slots(parse_config(data))}
+    small = checks["pod-slots gpu-workers ml.g5.xlarge"]
+    # ml.g5.xlarge: 14 pods (the figure of awslabs/ai-on-sagemaker-hyperpod#142); the default config puts the core
+    # add-ons, Container Insights' three and the chart's GPU agent and device plugin on it, not the EFA plugin.
+    assert small.verdict == "pass" and "8 of 14 pod slots per node taken" in small.reason and "6 left" in small.reason
+    assert "aws-efa-k8s-device-plugin" in checks["pod-slots gpu-workers ml.g5.8xlarge"].reason
