@@ -180,6 +180,23 @@ def test_subnet_ips_count_only_growth_of_a_deployed_cluster_and_check_the_az() -
     assert check.verdict == "fail" and "does not exist" in check.reason
 
 
+def test_a_type_not_offered_in_its_az_warns() -> None:
+    # "We currently do not have sufficient capacity for the requested instance type(s)" (awslabs/awsome-distributed-ai
+    # #204): AWS's advice is to check that EC2 offers the type in the group's AZ.
+    ec2, stub = stubbed("ec2")
+    stub.add_response("describe_instance_type_offerings", {"InstanceTypeOfferings": []}, {
+        "LocationType": "availability-zone-id",
+        "Filters": [{"Name": "location", "Values": ["usw2-az2"]}, {"Name": "instance-type", "Values": ["g5.8xlarge"]}],
+    })
+    [check] = pf.check_instance_offerings(_cfg(), Clients(REGION, preset={"ec2": ec2}))
+    assert check.name == "offered ml.g5.8xlarge usw2-az2" and check.verdict == "warn"
+    assert "does not offer g5.8xlarge in usw2-az2" in check.reason and "fallback_instance_types" in check.reason
+    stub.add_response("describe_instance_type_offerings", {"InstanceTypeOfferings": [
+        {"InstanceType": "g5.8xlarge", "LocationType": "availability-zone-id", "Location": "usw2-az2"}]})
+    [check] = pf.check_instance_offerings(_cfg(), Clients(REGION, preset={"ec2": ec2}))
+    assert check.verdict == "pass"
+
+
 def test_subnet_ips_not_applicable_when_the_vpc_is_created() -> None:
     [check] = pf.check_subnet_ips(_cfg(), Clients(REGION), None)
     assert check.verdict == "pass" and "not applicable" in check.reason
@@ -860,6 +877,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
     verdicts = {c["name"]: c["verdict"] for c in data["checks"]}
     assert verdicts == {
         "az-ids": "pass",
+        "offered ml.g5.8xlarge usw2-az2": "pass",
         "quota ml.g5.8xlarge": "fail",
         "subnet-ips": "pass",
         "admin-access": "pass",
