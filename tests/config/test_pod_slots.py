@@ -44,7 +44,10 @@ def test_every_switch_adds_its_pods():
     full = parse_config(with_group(
         "ml.g5.8xlarge", storage={"fsx_lustre": {"enabled": True}},
         addons={"s3_csi": {"enabled": True, "bucket_arns": ["arn:aws:s3:::my-bucket"]}}))
-    added = {s.pod.name for s in node_pods(full, "ml.g5.8xlarge")} - {s.pod.name for s in node_pods(base, "ml.g5.8xlarge")}
+    def names(config):
+        return {s.pod.name for s in node_pods(config, "ml.g5.8xlarge")}
+
+    added = names(full) - names(base)
     assert added == {"fsx-csi-node", "s3-csi-node"}
     off = parse_config(with_group("ml.g5.8xlarge", hyperpod={"dependencies_chart": {"values": {
         "health-monitoring-agent": {"enabled": False}, "nvidia-device-plugin": {"devicePlugin": {"enabled": False}}}}}))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import re
 from functools import cache
-from pathlib import Path
 
 from tests.conftest import ROOT
 
