@@ -8,6 +8,8 @@ import ast
 import re
 from functools import cache
 
+import pytest
+
 from tests.conftest import ROOT
 
 PAGE = ROOT / "docs" / "troubleshooting.md"
@@ -39,20 +41,13 @@ def _entries() -> list[tuple[str, str]]:
     return list(zip(parts[1::2], parts[2::2], strict=True))
 
 
-def test_every_named_test_exists():
-    named = TEST.findall(PAGE.read_text(encoding="utf-8"))
+@pytest.mark.parametrize(("pattern", "defined"), [(TEST, _module_tests), (CHECK, _defined)], ids=["tests", "checks"])
+def test_every_named_test_and_check_exists(pattern, defined):
+    named = pattern.findall(PAGE.read_text(encoding="utf-8"))
     assert len(named) >= 10
     for path, name in named:
         assert (ROOT / path).is_file(), path
-        assert name in _module_tests(path), f"{path}::{name} is not a test in that file"
-
-
-def test_every_named_check_exists():
-    named = CHECK.findall(PAGE.read_text(encoding="utf-8"))
-    assert len(named) >= 10
-    for path, name in named:
-        assert (ROOT / path).is_file(), path
-        assert name in _defined(path), f"{path}:{name} is not defined there"
+        assert name in defined(path), f"{path}: {name} is not defined there"
 
 
 def test_every_named_file_exists():
