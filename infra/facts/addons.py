@@ -160,11 +160,14 @@ TASK_GOVERNANCE = AddonFacts("amazon-sagemaker-hyperpod-taskgovernance", None, f
 # option 3's `--name cloudwatch-agent --namespace amazon-cloudwatch`; awsdocs/amazon-eks-user-guide@
 # 4d52b4d05e3478582e7d10a73cbd9ba9194dd5f7:latest/ug/workloads/eks-add-ons.adoc lines 513-514).
 # Its pods per node: the CloudWatch agent "as a DaemonSet" (https://docs.aws.amazon.com/AmazonCloudWatch/latest/
-# monitoring/CloudWatch-Agent-container-insights-eks.html), DaemonSet fluent-bit (aws-observability/helm-charts@
+# monitoring/CloudWatch-Agent-container-insights-eks.html; the DaemonSet's name, cloudwatch-agent like its service
+# account, is not read there: unverified), DaemonSet fluent-bit (aws-observability/helm-charts@
 # 019933111a14b07c731fd4095125c2e4cd88921b:charts/amazon-cloudwatch-observability/templates/linux/
 # fluent-bit-daemonset.yaml), and the DCGM exporter and Neuron monitor the chart declares beside them
 # (templates/linux/dcgm-exporter-daemonset.yaml, neuron-monitor-daemonset.yaml of the same chart; their placement on
-# GPU and Neuron nodes is by the chart's values, not read here: unverified, counted on those nodes only).
+# GPU and Neuron nodes is by the chart's values, not read here: unverified, counted on those nodes only). The chart
+# also has a node-exporter DaemonSet (templates/linux/node-exporter-daemonset.yaml) whose default state in the EKS
+# add-on is not read: not counted (unverified).
 _CW_CHART = ("aws-observability/helm-charts@019933111a14b07c731fd4095125c2e4cd88921b:"
              "charts/amazon-cloudwatch-observability")
 _CW_AGENT = "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch-Agent-container-insights-eks.html"
