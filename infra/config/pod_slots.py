@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra.errors import ConfigError
 from infra.facts import addons as facts
 from infra.facts.instances import accelerator_kind, lookup
 
-if TYPE_CHECKING:
-    from infra.config.app import AppConfig
+# The config is typed Any here, as in infra/config/regions.py: app.py calls these from its validator, and a typed
+# import of AppConfig would be an import cycle.
 
 # Pods a node must keep free for the workloads: at least one, or the group runs nothing.
 WORKLOAD_PODS = 1
@@ -92,7 +92,7 @@ def _chart_value_on(values: Mapping[str, Any], toggle: str) -> bool:
     return node is not False
 
 
-def node_pods(config: AppConfig, instance_type: str) -> tuple[PodSlot, ...]:
+def node_pods(config: Any, instance_type: str) -> tuple[PodSlot, ...]:
     """Every pod the config's add-ons and chart put on one node of ``instance_type``."""
     declared: list[tuple[facts.AddonFacts, str | None]] = [(addon, None) for addon in facts.CORE]
     if config.observability.container_insights:
@@ -117,7 +117,7 @@ def node_pods(config: AppConfig, instance_type: str) -> tuple[PodSlot, ...]:
     return tuple(slots)
 
 
-def budgets(config: AppConfig) -> list[NodeBudget]:
+def budgets(config: Any) -> list[NodeBudget]:
     """The pod budget of every instance type of every group (a flexible group's fallbacks included)."""
     result = []
     for index, group in enumerate(config.hyperpod.instance_groups):
@@ -129,7 +129,7 @@ def budgets(config: AppConfig) -> list[NodeBudget]:
     return result
 
 
-def require_pod_slots(config: AppConfig) -> None:
+def require_pod_slots(config: Any) -> None:
     """Refuse the first group whose nodes of one of its types cannot hold the config's pods and one workload pod."""
     for budget in budgets(config):
         if budget.fits:
@@ -143,5 +143,5 @@ def require_pod_slots(config: AppConfig) -> None:
             else "use an instance type with more pod slots"
         raise ConfigError(
             f"hyperpod.instance_groups.{budget.group_index}.{budget.type_key}", budget.instance_type,
-            f"group {budget.group}: a {budget.instance_type} node accepts {budget.max_pods} pods and this config puts "
+            f"group {budget.group}: an {budget.instance_type} node accepts {budget.max_pods} pods and this config puts "
             f"{len(budget.pods)} on every node, leaving no slot for a workload pod; {fix}")
