@@ -169,8 +169,14 @@ def gpu_group(config: Any) -> Any:
 
 
 def accelerators(group: Any, gpus: int | None = None, efa: int | None = None) -> Accelerators:
-    """The group's GPUs and EFA devices: from the instance catalog, or from --gpus/--efa, which win."""
+    """The group's GPUs and EFA devices: from the instance catalog, or from --gpus/--efa, which win; never more than
+    the catalog counts for the type (a pod asking for more never schedules: "Insufficient vpc.amazonaws.com/efa")."""
     known = lookup(group.instance_type)
+    for label, option, asked, has in (("NVIDIA GPUs", "--gpus", gpus, known.gpus if known else None),
+                                      ("EFA devices", "--efa", efa, known.efa if known else None)):
+        if asked is not None and has is not None and asked > has:
+            raise UsageError(f"{option} {asked}: {group.instance_type} (instance group {group.name}) has {has} "
+                             f"{label} (infra/facts/instances.py); a pod asking for more stays Pending")
     gpus = gpus if gpus is not None else known.gpus if known is not None else None
     efa = efa if efa is not None else known.efa if known is not None else None
     missing = [(label, option) for label, option, count in (("GPU", "--gpus N", gpus), ("EFA", "--efa N", efa))

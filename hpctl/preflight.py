@@ -40,6 +40,7 @@ from infra.config.observability_addon import (
     config_key,
     prometheus_endpoint,
 )
+from infra.config.pod_slots import budgets
 from infra.errors import ConfigError
 from infra.guards import replacement as engine
 from infra.runtime.chart_installer.handler import github_archive_url
@@ -389,6 +390,36 @@ def check_az_ids(cfg: Any, clients: Any) -> list[Check]:
     return [Check("az-ids", PASS, f"all exist: {names}")]
 
 
+# --- Instance types offered in the groups' AZs -----------------------------------------------------
+
+
+def check_instance_offerings(cfg: Any, clients: Any) -> list[Check]:
+    """Each group's instance types are offered in its AZ, as EC2 lists them (ec2:DescribeInstanceTypeOfferings by AZ
+    ID, the type without its ml. prefix). AWS's answer to a HyperPod cluster failing with "We currently do not have
+    sufficient capacity for the requested instance type(s)" is to check exactly this
+    (https://github.com/awslabs/awsome-distributed-ai/issues/204). A warning, not a failure: that HyperPod's
+    capacity follows EC2's offerings is that advice, not a documented rule (unverified)."""
+    # Request and response shapes: botocore data/ec2/2016-11-15/service-2.json, DescribeInstanceTypeOfferings
+    # (LocationType availability-zone-id; Filters location and instance-type; InstanceTypeOfferings[].InstanceType).
+    ec2 = clients("ec2")
+    pairs = sorted({(t, g.az_id) for g in cfg.hyperpod.instance_groups for t in g.instance_types})
+    checks = []
+    for instance_type, az_id in pairs:
+        ec2_type = instance_type.removeprefix("ml.")
+        offered = ec2.describe_instance_type_offerings(
+            LocationType="availability-zone-id",
+            Filters=[{"Name": "location", "Values": [az_id]}, {"Name": "instance-type", "Values": [ec2_type]}],
+        ).get("InstanceTypeOfferings", [])
+        name = f"offered {instance_type} {az_id}"
+        if any(o.get("InstanceType") == ec2_type for o in offered):
+            checks.append(Check(name, PASS, f"EC2 offers {ec2_type} in {az_id}"))
+        else:
+            checks.append(Check(name, WARN, f"EC2 does not offer {ec2_type} in {az_id}: HyperPod would report that it "
+                                            "does not have sufficient capacity; use another az_id, or add "
+                                            "fallback_instance_types offered there"))
+    return checks
+
+
 # --- Service quotas --------------------------------------------------------------------------------
 
 
@@ -656,6 +687,20 @@ def check_leftovers(cfg: Any, clients: Any) -> list[Check]:
     ]
 
 
+# --- Pod slots per node ---------------------------------------------------------------------------
+
+
+def check_pod_slots(cfg: Any) -> list[Check]:
+    """The pod budget of every group's node of each of its types (infra/config/pod_slots.py): the DaemonSet pods the
+    config puts on it against the pods it accepts. Synth refuses a group without a slot left for a workload pod;
+    a type whose pod figure the catalog lacks warns."""
+    checks = []
+    for budget in budgets(cfg):
+        verdict = WARN if budget.max_pods is None else PASS if budget.fits else FAIL
+        checks.append(Check(f"pod-slots {budget.group} {budget.instance_type}", verdict, budget.line()))
+    return checks
+
+
 # --- Run them all ----------------------------------------------------------------------------------
 
 
@@ -667,9 +712,11 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
         deployed = None  # counted as not deployed; the subnet check then plans every node
     checks: list[Check] = []
     checks += _guard("az-ids", lambda: check_az_ids(cfg, clients))
+    checks += _guard("instance-offerings", lambda: check_instance_offerings(cfg, clients))
     checks += _guard("quotas", lambda: check_quotas(cfg, clients))
     checks += _guard("subnet-ips", lambda: check_subnet_ips(cfg, clients, deployed))
     checks += check_admin_access(cfg)
+    checks += check_pod_slots(cfg)
     checks += _guard("identity-center", lambda: check_identity_center(cfg, clients))
     checks += _guard("leftovers", lambda: check_leftovers(cfg, clients))
     checks += _guard("k8s-version", lambda: check_k8s_version(cfg, clients))

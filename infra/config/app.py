@@ -14,6 +14,7 @@ from infra.config.fields import SAGEMAKER_TAG_KEY, TagKey, TagValue
 from infra.config.hyperpod import HyperPodConfig, instance_groups_have_subnets
 from infra.config.network import NetworkConfig, az_id_prefix
 from infra.config.observability import ObservabilityConfig
+from infra.config.pod_slots import require_pod_slots
 from infra.config.storage import StorageConfig
 from infra.config_file import read_config_document
 from infra.errors import ConfigError
@@ -102,6 +103,12 @@ class AppConfig(StrictModel):
         if self.addons.training_operator.enabled and isinstance(chart_values, dict) and chart_values.get("enabled"):
             raise refusal("hyperpod.dependencies_chart.values.cert-manager.enabled", True,
                           "addons.training_operator installs cert-manager as an EKS add-on; leave it off in the chart")
+        return self
+
+    @model_validator(mode="after")
+    def _pods_fit_nodes(self) -> AppConfig:
+        with refusing():
+            require_pod_slots(self)
         return self
 
     @model_validator(mode="after")

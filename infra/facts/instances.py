@@ -1,10 +1,11 @@
 """The instance catalog: what this library knows about each HyperPod instance type, and where each fact comes from.
 
 One record per type: NVIDIA GPUs, Neuron devices (Trainium, Inferentia), EFA devices, network cards and IPv4
-addresses per network interface, hence the VPC IPs a node takes in EKS mode; its accelerator kind; whether
-botocore's ClusterInstanceType list (``infra.facts.aws_lists``) has it. ``InstanceType.source(fact)`` names the
-source of each. The IP plan, ``hpctl render-examples``, ``hpctl plan``, the nag pack's accelerated-group rule, the
-config's instance-type check and the Karpenter node pools read these facts here and nowhere else.
+addresses per network interface, hence the VPC IPs a node takes in EKS mode and the pods its kubelet accepts; its
+accelerator kind; whether botocore's ClusterInstanceType list (``infra.facts.aws_lists``) has it.
+``InstanceType.source(fact)`` names the source of each. The IP plan, the pod budget (``infra.config.pod_slots``),
+``hpctl render-examples``, ``hpctl plan``, the nag pack's accelerated-group rule, the config's instance-type check
+and the Karpenter node pools read these facts here and nowhere else.
 
 A leaf module: it imports nothing of this project but ``infra.facts.aws_lists``.
 """
@@ -45,6 +46,17 @@ EC2_NETWORK = (
 # interface) plus one address for each additional network card: the p5.48xlarge total of 81 (50 + 31) is the
 # example SageMaker HyperPod gives for EKS clusters.
 EKS_IPS = "SageMaker HyperPod on EKS: primary card's IPv4 per interface + 1 per other card (ml.p5.48xlarge: 81)"
+# Pods per node (the kubelet's maxPods, which counts every pod on the node, host-network ones too). The one figure
+# read for a HyperPod node: maxPods 14 on an ml.g5.xlarge (15 IPv4 per interface), with add-on pods Pending on
+# "Too many pods" (https://github.com/awslabs/ai-on-sagemaker-hyperpod/issues/142). No AWS source read here (the
+# HyperPod EKS docs, awslabs/awsome-distributed-training@0edaf152, aws/sagemaker-hyperpod-cli@011ca927, aws/amazon-
+# vpc-cni-k8s@b5218838) states the rule HyperPod applies. EKS's own formula, ENIs x (IPv4 per interface - 1) + 2
+# (aws/amazon-vpc-cni-k8s README), gives 58 for g5.xlarge, so it is not HyperPod's. The rule taken is the one that
+# reproduces the reported figure and matches how a node takes its IPs in EKS mode (EKS_IPS: pods draw on one
+# interface of the primary card): IPv4 per interface - 1, the interface's own address left out. Unverified for
+# every other type.
+MAX_PODS = ("rule reproducing the one reported figure (unverified for other types): IPv4 per interface - 1; "
+            "ml.g5.xlarge maxPods 14, https://github.com/awslabs/ai-on-sagemaker-hyperpod/issues/142")
 # The accelerator follows from the family. In botocore's HyperPod list the P and G families are the NVIDIA GPU types
 # (every one HYPERPOD_CLI counts has gpu > 0; G4ad, AMD, is not a HyperPod type), Trn and Inf the AWS Neuron ones
 # (Trainium, Inferentia: the Neuron documentation above). Unverified for the families no source counts: ml.g4dn and
@@ -94,6 +106,13 @@ class InstanceType:
         return self.ipv4_per_eni + self.network_cards - 1
 
     @property
+    def max_pods(self) -> int | None:
+        """Pods the kubelet of one node of this type accepts (MAX_PODS: a rule, verified on ml.g5.xlarge only)."""
+        if self.ipv4_per_eni is None:
+            return None
+        return self.ipv4_per_eni - 1
+
+    @property
     def listed(self) -> bool:
         """Whether botocore's ClusterInstanceType list has this type (read each time, never copied)."""
         return is_listed(self.name)
@@ -109,6 +128,8 @@ class InstanceType:
             return self.sources.get("gpus" if self.accelerator == "nvidia" else "neuron")
         if fact == "eks_ips_per_node":
             return EKS_IPS if self.eks_ips_per_node is not None else None
+        if fact == "max_pods":
+            return MAX_PODS if self.max_pods is not None else None
         return self.sources.get(fact)
 
 

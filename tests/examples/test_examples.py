@@ -363,6 +363,23 @@ def test_an_uncounted_type_is_named_and_gpus_efa_override(tmp_path, capsys):
     assert worker["resources"]["limits"] == {"nvidia.com/gpu": 4, "vpc.amazonaws.com/efa": 1}
 
 
+def test_efa_is_not_asked_of_a_type_without_it(tmp_path, capsys):
+    # A pod asking vpc.amazonaws.com/efa of nodes without EFA never schedules ("0/64 nodes are available: 64
+    # Insufficient vpc.amazonaws.com/efa.", aws-samples/aws-efa-eks#8): render-examples refuses to write one.
+    config = tmp_path / "g5.yaml"
+    config.write_text(yaml.safe_dump(_one_group("ml.g5.xlarge")))
+    code = cli.main(["render-examples", "--config", str(config), "--efa", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--efa 1: ml.g5.xlarge (instance group gpu-workers) has 0 EFA devices" in err
+    code = cli.main(["render-examples", "--config", str(config), "--gpus", "2"])
+    assert code == 2 and "--gpus 2" in capsys.readouterr().err
+    # Without the options the catalog's counts are used: no EFA asked of ml.g5.xlarge.
+    assert cli.main(["render-examples", "--config", str(config)]) == 0
+    (worker,) = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d and d["kind"] == "MPIJob"]
+    limits = worker["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert "vpc.amazonaws.com/efa" not in limits
+
+
 def test_render_examples_defaults_to_stdout_and_never_touches_examples(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").mkdir()

@@ -15,6 +15,7 @@ from moto import mock_aws
 from hpctl import preflight as pf
 from hpctl.aws import Clients
 from infra.config import parse_config
+from tests.conftest import default_config_data
 
 # --- drift ----------------------------------------------------------------------------------------
 
@@ -177,6 +178,23 @@ def test_subnet_ips_count_only_growth_of_a_deployed_cluster_and_check_the_az() -
     assert check.verdict == "fail" and "usw2-az1" in check.reason
     [check] = pf.check_subnet_ips(_byo_cfg("subnet-0123456789abcdef0", vpc), Clients(REGION), None)
     assert check.verdict == "fail" and "does not exist" in check.reason
+
+
+def test_a_type_not_offered_in_its_az_warns() -> None:
+    # "We currently do not have sufficient capacity for the requested instance type(s)" (awslabs/awsome-distributed-ai
+    # #204): AWS's advice is to check that EC2 offers the type in the group's AZ.
+    ec2, stub = stubbed("ec2")
+    stub.add_response("describe_instance_type_offerings", {"InstanceTypeOfferings": []}, {
+        "LocationType": "availability-zone-id",
+        "Filters": [{"Name": "location", "Values": ["usw2-az2"]}, {"Name": "instance-type", "Values": ["g5.8xlarge"]}],
+    })
+    [check] = pf.check_instance_offerings(_cfg(), Clients(REGION, preset={"ec2": ec2}))
+    assert check.name == "offered ml.g5.8xlarge usw2-az2" and check.verdict == "warn"
+    assert "does not offer g5.8xlarge in usw2-az2" in check.reason and "fallback_instance_types" in check.reason
+    stub.add_response("describe_instance_type_offerings", {"InstanceTypeOfferings": [
+        {"InstanceType": "g5.8xlarge", "LocationType": "availability-zone-id", "Location": "usw2-az2"}]})
+    [check] = pf.check_instance_offerings(_cfg(), Clients(REGION, preset={"ec2": ec2}))
+    assert check.verdict == "pass"
 
 
 def test_subnet_ips_not_applicable_when_the_vpc_is_created() -> None:
@@ -859,9 +877,11 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
     verdicts = {c["name"]: c["verdict"] for c in data["checks"]}
     assert verdicts == {
         "az-ids": "pass",
+        "offered ml.g5.8xlarge usw2-az2": "pass",
         "quota ml.g5.8xlarge": "fail",
         "subnet-ips": "pass",
         "admin-access": "pass",
+        "pod-slots workers ml.g5.8xlarge": "pass",
         "identity-center": "fail",
         "leftovers": "pass",
         "k8s-version": "pass",
@@ -1141,3 +1161,15 @@ def test_drift_goes_on_when_the_eks_cluster_cannot_be_read(run, write_config) ->
     code, result, text = _drift_with_eks(run, write_config, answer)
     assert code == 0 and result["changes"] == []
     assert "the EKS cluster's version is not compared (AccessDeniedException)" in text
+
+
+def test_preflight_prints_the_pod_budget_of_each_group() -> None:
+    data = default_config_data()
+    group = data["hyperpod"]["instance_groups"][0]
+    group["fallback_instance_types"] = ["ml.g5.xlarge"]
+    checks = {c.name: c for c in pf.check_pod_slots(parse_config(data))}
+    small = checks["pod-slots gpu-workers ml.g5.xlarge"]
+    # ml.g5.xlarge: 14 pods (the figure of awslabs/ai-on-sagemaker-hyperpod#142); the default config puts the core
+    # add-ons, Container Insights' three and the chart's GPU agent and device plugin on it, not the EFA plugin.
+    assert small.verdict == "pass" and "8 of 14 pod slots per node taken" in small.reason and "6 left" in small.reason
+    assert "aws-efa-k8s-device-plugin" in checks["pod-slots gpu-workers ml.g5.8xlarge"].reason

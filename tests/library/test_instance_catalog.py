@@ -47,6 +47,7 @@ def test_every_figure_names_its_source_and_only_figures_do():
         assert known.source("accelerator") == instances.FAMILY_SOURCE
         assert (known.source("accelerators") is None) == (known.accelerators is None), name
         assert (known.source("eks_ips_per_node") is None) == (known.eks_ips_per_node is None), name
+        assert (known.source("max_pods") is None) == (known.max_pods is None), name
 
 
 def test_the_counts_fit_the_accelerator_of_the_family():
