@@ -19,7 +19,15 @@ from infra.config.addons import (
     compute_quota_name,
     team_namespace,
 )
-from infra.config.app import AppConfig, eks_cluster_name, load_config, parse_config, require_network
+from infra.config.app import (
+    REMOVED_FIELD,
+    AppConfig,
+    ReplacementAcknowledgement,
+    eks_cluster_name,
+    load_config,
+    parse_config,
+    require_network,
+)
 from infra.config.base import StrictModel, refusal
 from infra.config.eks import (
     MIN_PUBLIC_ACCESS_PREFIX,
@@ -96,6 +104,8 @@ __all__ = [
     "AddonsConfig",
     "AlertsConfig",
     "AppConfig",
+    "REMOVED_FIELD",
+    "ReplacementAcknowledgement",
     "AutoscalingConfig",
     "AzId",
     "BasicOnly",

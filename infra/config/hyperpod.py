@@ -360,8 +360,8 @@ class HyperPodConfig(StrictModel):
     volume_encryption: VolumeEncryption = "aws_managed"
     autoscaling: AutoscalingConfig = AutoscalingConfig()
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
-    # Synth compares the create-only fields with config/locks/<project>.lock.json (the last deployed state,
-    # see infra/guards/replacement.py); a change that replaces the cluster is refused unless this is true.
+    # Removed: it accepted every replacement of every protected resource and stayed set after the deploy.
+    # ``true`` is refused with the new form (the top-level acknowledge_replacement); ``false`` changes nothing.
     allow_cluster_replacement: bool = False
     # Instance groups (deployed with nodes) that this config removes or renames: their nodes are terminated.
     acknowledge_group_removal: list[Name63] = []
@@ -414,6 +414,15 @@ class HyperPodConfig(StrictModel):
                     raise refusal(f"instance_groups.{i}.fallback_instance_types", group.fallback_instance_types,
                                   "a flexible instance group needs node_provisioning_mode: Continuous")
         return self
+
+    @field_validator("allow_cluster_replacement")
+    @classmethod
+    def _replacement_is_acknowledged_per_field(cls, allowed: bool) -> bool:
+        if allowed:
+            raise refusal("", True, "no longer accepted: it let every replacement through and stayed set; list each "
+                                    "replacement the refusal names in acknowledge_replacement: [{resource: <stack>/"
+                                    "<logical ID>, field: <field>}] (docs/safety.md) and remove this key")
+        return allowed
 
     @model_validator(mode="after")
     def _acknowledged_groups_are_gone(self) -> HyperPodConfig:
