@@ -403,7 +403,7 @@ def _acknowledged(
         else:
             found.append(replace(finding, severity=WARN, reason=finding.reason.partition(_TO_ACCEPT)[0]
                                  + f" (acknowledged in {ACKNOWLEDGE_KEY})"))
-    deployed = {(a.get("resource"), a.get("field")) for a in locked.get("acknowledged", []) if isinstance(a, dict)}
+    deployed = {(a.get("resource"), a.get("field")) for a in _recorded(locked)}
     matched = {(f.resource, f.field) for f in replacements}
     for i, acknowledgement in enumerate(acknowledgements):
         where = f"{ACKNOWLEDGE_KEY}.{i}"
@@ -672,6 +672,18 @@ def read_lock(path: Path) -> dict[str, Any] | None:
             f"not a version {LOCK_VERSION} lock; rebuild it from the deployed stacks (docs/safety.md) or restore it",
         )
     return locked
+
+
+def deployed_acknowledgements(path: Path) -> list[dict[str, Any]]:
+    """The acknowledgements the lock at ``path`` records as used by the deploy it describes; none without a lock
+    or in a lock written before they were recorded."""
+    return _recorded(read_lock(path) or {})
+
+
+def _recorded(locked: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``acknowledged`` entries of a snapshot or lock (see ``guard_replacement``)."""
+    recorded = locked.get("acknowledged")
+    return [a for a in recorded if isinstance(a, dict)] if isinstance(recorded, list) else []
 
 
 def _print_warning(reason: str) -> None:

@@ -365,8 +365,9 @@ def test_an_accepted_replacement_warns(tmp_path: Path) -> None:
 def test_a_new_logical_id_fails(tmp_path: Path) -> None:
     synth = {"Resources": {"ClusterNEW": EKS_TEMPLATE["Resources"]["Cluster9EE0221C"]}}
     check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth)
-    assert (check.verdict, check.reason) == ("fail", f"{EKS} disappears: CloudFormation deletes it. To accept, list "
-                                                     f"{{resource: {EKS_KEY}, field: removed}} in acknowledge_replacement")
+    assert (check.verdict, check.reason) == ("fail", f"{EKS} disappears: CloudFormation deletes it. To accept, "
+                                                     f"list {{resource: {EKS_KEY}, field: removed}} in "
+                                                     "acknowledge_replacement")
 
 
 def test_a_create_only_eks_property_fails(tmp_path: Path) -> None:
