@@ -169,8 +169,8 @@ def test_an_acknowledgement_left_over_from_the_deploy_is_refused(tmp_path, fsx_s
     promote(tmp_path / "cdk.out", lock_dir)  # make deploy, after cdk deploy succeeded
     assert json.loads(lock_path(lock_dir, PROJECT).read_text())["acknowledged"] == [{**entry, "deletes_data": False}]
 
-    left_over = (f"acknowledge_replacement.0: {STORAGE}/{logical_id}/SubnetIds was acknowledged for the deploy the lock "
-                 "records, which made that replacement: remove the entry")
+    left_over = (f"acknowledge_replacement.0: {STORAGE}/{logical_id}/SubnetIds was acknowledged for the deploy the "
+                 "lock records, which made that replacement: remove the entry")
     assert left_over in _refusal(_config(entry), moved, lock_dir)
     assert left_over in _refusal(_config(entry), fsx_synth.templates, lock_dir)  # moved back: still refused
 
