@@ -48,7 +48,9 @@ from infra.config.fields import (
     TagKey,
     TagValue,
     WholeNumber,
+    links_leaving,
     path_escapes,
+    refuse_links_leaving,
 )
 from infra.config.hyperpod import (
     DEFAULT_CHART_AGENT_VERSION,
@@ -163,7 +165,9 @@ __all__ = [
     "require_network",
     "require_offered_types",
     "parse_config",
+    "links_leaving",
     "path_escapes",
+    "refuse_links_leaving",
     "refusal",
     "sagemaker_regions",
     "team_namespace",
