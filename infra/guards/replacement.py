@@ -16,13 +16,16 @@ Two callers, one engine:
   deployed state, ``config/locks/<project>.lock.json`` (a snapshot, keyed by the project, so moving or renaming
   the config file changes nothing), and stops at the first rule with a refusal: a change HyperPod does not make
   to a deployed instance group (its type, execution role, threads per core, subnets or volume key: the deploy
-  would fail) whatever the config says; a Kubernetes version step EKS does not make; a replacement unless
-  ``hyperpod.allow_cluster_replacement`` is true; a group Karpenter scales removed with its NodeClass, or
-  autoscaling turned off unacknowledged; the removal or renaming of an instance group that had nodes unless the
-  group is listed in ``hyperpod.acknowledge_group_removal``. What it accepts it prints as a warning. A synth
-  writes nothing to the lock: it leaves its candidate in ``cdk.out/replacement-lock.json``, and ``make deploy``
-  promotes it only after ``cdk deploy`` succeeded (``scripts/promote_lock.py``), so the lock always describes
-  what was deployed. Writes are atomic. Without a lock (a first deploy) nothing is compared.
+  would fail) whatever the config says; a Kubernetes version step EKS does not make; an acknowledgement left
+  over (recorded in the lock as used by its deploy) or matching nothing; a replacement unless its resource and
+  field are listed in ``acknowledge_replacement`` (with ``deletes_data`` when data goes with it); a group
+  Karpenter scales removed with its NodeClass, or autoscaling turned off unacknowledged; the removal or renaming
+  of an instance group that had nodes unless the group is listed in ``hyperpod.acknowledge_group_removal``; an
+  FSx growth with another change of its stack. What it accepts it prints as a warning. A synth writes nothing
+  to the lock: it leaves its candidate in ``cdk.out/replacement-lock.json`` (with the acknowledgements it
+  accepted), and ``make deploy`` promotes it only after ``cdk deploy`` succeeded (``scripts/promote_lock.py``),
+  so the lock always describes what was deployed. Writes are atomic. Without a lock (a first deploy) nothing
+  is compared.
 - ``hpctl preflight`` snapshots the templates CloudFormation holds for every deployed stack of the project and
   the synthesized ones in cdk.out, and reports the same findings with the same reasons, plus the one rule that
   needs a field the lock does not record (the EKS cluster's subnets, ``eks_subnet_findings``: a warning).
@@ -608,10 +611,12 @@ def findings(
     *, templates: tuple[Templates, Templates] | None = None,
 ) -> list[Finding]:
     """Every finding of deploying the state ``current`` over the deployed state ``locked`` (two ``snapshot``s), in
-    the order of the rules (GROUP, VERSION, REPLACEMENT, AUTOSCALING, REMOVAL, EKS_SUBNETS). Refused whatever the
-    config says: group changes HyperPod does not make, Kubernetes version steps EKS does not make, groups taken
-    from Karpenter unsafely. Refused unless the config accepts them, else warnings that say what accepted them: a
-    replacement (``hyperpod.allow_cluster_replacement``), a group with nodes removed
+    the order of the rules (GROUP, VERSION, ACKNOWLEDGEMENT, REPLACEMENT, AUTOSCALING, REMOVAL, FSX_GROWTH,
+    EKS_SUBNETS). Refused whatever the config says: group changes HyperPod does not make, Kubernetes version steps
+    EKS does not make, left-over acknowledgements (``locked``'s ``acknowledged``, or matching nothing), groups
+    taken from Karpenter unsafely, an FSx growth with another change of its stack. Refused unless the config
+    accepts them, else warnings that say what accepted them: a replacement (its resource and field in
+    ``acknowledge_replacement``, and ``deletes_data`` when data goes with it), a group with nodes removed
     (``hyperpod.acknowledge_group_removal``).
 
     ``templates``: the deployed and the new templates themselves, (deployed, new), when at hand (hpctl preflight
