@@ -316,13 +316,14 @@ def _kept_on_replacement(entry: dict[str, Any]) -> bool:
 def _data_lost(key: str, entry: dict[str, Any], current: dict[str, Any] | None,
                resources: dict[str, Any]) -> list[str]:
     """What data replacing ``key`` deletes: for itself and each protected resource replaced with it, a data-bearing
-    resource kept neither by the deployed nor by the new template."""
+    resource that the deployed or the new template does not keep on replacement."""
     lost = []
     for name in [key, *entry.get("Protects", [])]:
         deployed = resources.get(name) if name != key else entry
         if deployed is None or deployed["Type"] not in DATA_BEARING:
             continue
-        new = (current or {}).get(name) if name != key else None
+        # Which template's policy CloudFormation applies is not documented: kept only when both keep it.
+        new = (current or {}).get(name)
         if _kept_on_replacement(deployed) and (new is None or _kept_on_replacement(new)):
             continue
         lost.append(f"{name} is deleted with {DATA_BEARING[deployed['Type']]}")

@@ -127,6 +127,13 @@ def test_a_kept_file_system_needs_no_data_acknowledgement(tmp_path, fsx_synth):
                       _az_moved(fsx_synth.templates), lock_dir)
 
 
+def test_dropping_the_retention_in_the_same_deploy_counts_as_deleting_the_data(tmp_path, fsx_synth):
+    """Deployed with Retain, the new template with Delete (retain_on_delete turned false with the move): which of
+    the two CloudFormation applies is not documented, so the data acknowledgement is asked for."""
+    lock_dir = _lock(tmp_path, fsx_synth.templates)
+    assert "deletes_data: true" in _refusal(_config(), _az_moved(_deleting(fsx_synth.templates)), lock_dir)
+
+
 def test_an_acknowledgement_accepts_only_its_resource_and_field(tmp_path, fsx_synth):
     logical_id, _ = _file_system(fsx_synth.templates)
     lock_dir = _lock(tmp_path, fsx_synth.templates)
