@@ -110,6 +110,16 @@ def path_escapes(value: str) -> bool:
     return path.is_absolute() or value.startswith("~") or ".." in path.parts
 
 
+def leads_out_through_links(value: str, root: Path) -> Path | None:
+    """Where a relative path from the config really leads, when symbolic links on the way take it out of ``root``
+    (the project: the working directory, where the CDK runs the app); None when it stays inside."""
+    try:
+        target = (root / value).resolve(strict=False)
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (pathlib, Python 3.11)
+        return root / value
+    return None if target.is_relative_to(root.resolve()) else target
+
+
 def links_leaving(directory: Path) -> list[tuple[Path, str]]:
     """(link, where it leads) for each symbolic link under ``directory`` that leads outside it, in path order.
 

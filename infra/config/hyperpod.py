@@ -11,7 +11,16 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from infra.config.base import StrictModel, refusal
-from infra.config.fields import AzId, ExactVersion, K8sKey, K8sValue, Name63, WholeNumber, path_escapes
+from infra.config.fields import (
+    AzId,
+    ExactVersion,
+    K8sKey,
+    K8sValue,
+    Name63,
+    WholeNumber,
+    leads_out_through_links,
+    path_escapes,
+)
 from infra.errors import ConfigError
 from infra.facts.instances import is_listed, listed_types
 
@@ -385,9 +394,16 @@ class HyperPodConfig(StrictModel):
                  ("dependencies_chart.chart_path", chart.chart_path),
                  ("dependencies_chart.local_path", chart.local_path)]
         for key, value in paths:
-            if value is not None and path_escapes(value) and not self.allow_paths_outside_project:
+            if value is None or self.allow_paths_outside_project:
+                continue
+            if path_escapes(value):
                 raise refusal(key, value, "leads outside the project (absolute, ~ or '..'); use a path inside it, "
                                           "or set hyperpod.allow_paths_outside_project: true")
+            # chart_path is a path inside the fetched chart source, not on this machine.
+            target = leads_out_through_links(value, Path.cwd()) if key != "dependencies_chart.chart_path" else None
+            if target is not None:
+                raise refusal(key, value, f"a symbolic link on the way leads outside the project, to {target}; use "
+                                          "a folder inside it, or set hyperpod.allow_paths_outside_project: true")
         return self
 
     def group_volume_encryption(self, group: InstanceGroupConfig) -> VolumeEncryption:

@@ -20,7 +20,7 @@ from infra.constructs.hyperpod.dependencies_chart import chart_source
 from infra.constructs.hyperpod.lifecycle import LifecycleScripts
 from infra.errors import ConfigError
 from infra.hyperpod_on_eks import HyperPodOnEks
-from tests.conftest import ROOT, default_config_data, new_app
+from tests.conftest import ROOT, default_config_data, mutate, new_app
 
 SECRET = "TOPSECRET-credentials-outside-the-project"
 
@@ -111,3 +111,26 @@ def test_the_config_switch_reaches_the_scripts_folder(tmp_path, scripts):
     with pytest.raises(ConfigError, match=r"hyperpod\.lifecycle_scripts_dir: a symbolic link"):
         HyperPodOnEks(stack, "HyperPod", config=parse_config(default_config_data()), lifecycle_scripts_dir=scripts)
     assert os.path.islink(scripts / "creds")
+
+
+@pytest.mark.parametrize(("key", "changes"), [
+    ("hyperpod.lifecycle_scripts_dir", {"hyperpod": {"lifecycle_scripts_dir": "scripts"}}),
+    ("hyperpod.dependencies_chart.local_path",
+     {"hyperpod": {"dependencies_chart": {"source": "local", "local_path": "scripts/chart"}}}),
+])
+def test_a_named_folder_reached_through_a_link_out_of_the_project_is_refused(tmp_path, monkeypatch, key, changes):
+    """The same rule one level up: the folder itself (or a folder on its way) is a link out of the project."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    (elsewhere / "chart").mkdir(parents=True)
+    (elsewhere / "chart" / "Chart.yaml").write_text("apiVersion: v2\nname: c\nversion: 0.1.0\n")
+    (project / "scripts").symlink_to(elsewhere)
+    monkeypatch.chdir(project)
+    with pytest.raises(ConfigError) as caught:
+        parse_config(mutate(changes, default_config_data()), "c.yaml")
+    message = str(caught.value)
+    assert message.startswith(f"Invalid configuration in c.yaml: {key}: a symbolic link on the way leads outside the "
+                              f"project, to {elsewhere.resolve()}"), message
+    assert "allow_paths_outside_project: true" in message and "\n" not in message
+    allowed = mutate({"hyperpod": {"allow_paths_outside_project": True}}, mutate(changes, default_config_data()))
+    parse_config(allowed, "c.yaml")
