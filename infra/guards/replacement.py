@@ -297,7 +297,7 @@ _PROTECTED_COST = {
     "AWS::SageMaker::Cluster": ("HyperPod cluster", "every node is terminated with the jobs it runs"),
     "AWS::EKS::Cluster": ("EKS cluster", "every Kubernetes object on it is lost: workloads, secrets, what the charts "
                                          "and add-ons installed"),
-    "AWS::FSx::FileSystem": ("file system", "the nodes mount a new, empty one"),
+    "AWS::FSx::FileSystem": ("file system", "it starts empty"),
 }
 # The data a replaced resource of these types takes with it unless CloudFormation keeps the old one
 # (UpdateReplacePolicy Retain): "By default, CloudFormation then deletes the old resource"

@@ -495,7 +495,7 @@ def test_a_file_system_subnet_change_fails(tmp_path: Path) -> None:
     assert (check.name, check.verdict, check.reason) == (
         "no-replace hp-storage", "fail",
         'hp-storage/Fs (AWS::FSx::FileSystem) SubnetIds changes from ["subnet-a"] to ["subnet-b"]: a new file system '
-        "(the nodes mount a new, empty one); hp-storage/Fs is deleted with every file on it and its automatic "
+        "(it starts empty); hp-storage/Fs is deleted with every file on it and its automatic "
         "backups. To accept, list {resource: hp-storage/Fs, field: SubnetIds, deletes_data: true} in "
         "acknowledge_replacement")
 

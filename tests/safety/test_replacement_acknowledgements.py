@@ -98,7 +98,7 @@ def test_an_fsx_az_move_is_refused_naming_the_file_system_and_its_deleted_data(t
     moved = _az_moved(deployed)
     message = _refusal(_config(), moved, lock_dir)
     assert f"{file_system} (AWS::FSx::FileSystem) SubnetIds changes from" in message, message
-    assert ("a new file system (the nodes mount a new, empty one); "
+    assert ("a new file system (it starts empty); "
             f"{file_system} is deleted with every file on it and its automatic backups") in message, message
     assert f"list {{resource: {file_system}, field: SubnetIds, deletes_data: true}} in acknowledge_replacement" \
         in message
@@ -159,7 +159,7 @@ def test_a_replaced_subnet_names_what_is_replaced_with_it_and_the_data_it_delete
     changed[NETWORK]["Resources"][subnet.split("/")[1]]["Properties"]["CidrBlock"] = "10.9.0.0/16"
     message = _refusal(_config(), changed, _lock(tmp_path, deployed))
     assert (f"so replaced too: {CLUSTER}, a new HyperPod cluster (every node is terminated with the jobs it runs); "
-            f"{STORAGE}/{logical_id}, a new file system (the nodes mount a new, empty one); {STORAGE}/{logical_id} is "
+            f"{STORAGE}/{logical_id}, a new file system (it starts empty); {STORAGE}/{logical_id} is "
             "deleted with every file on it") in message, message
     assert f"{{resource: {subnet}, field: CidrBlock, deletes_data: true}}" in message
 
