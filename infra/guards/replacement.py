@@ -338,11 +338,10 @@ def _cost(key: str, entry: dict[str, Any]) -> str:
 def _destroys(key: str, entry: dict[str, Any], resources: dict[str, Any], removed: bool) -> str:
     """What replacing (or, ``removed``, deleting) the deployed resource ``key`` destroys, with every protected
     resource replaced with it."""
-    if removed:
-        own = "CloudFormation deletes it" if entry["Type"] in PROTECTED_TYPES else "it is no longer used"
-    else:
-        own = _cost(key, entry)
     also = [f"{name}, {_cost(name, resources[name])}" for name in entry.get("Protects", []) if name in resources]
+    if removed and entry["Type"] not in PROTECTED_TYPES:
+        return f"what pointed at it is replaced: {'; '.join(also)}" if also else "what pointed at it changes"
+    own = "CloudFormation deletes it" if removed else _cost(key, entry)
     return own + (f"; so replaced too: {'; '.join(also)}" if also else "")
 
 

@@ -270,3 +270,17 @@ def test_the_synthesized_fsx_config_is_the_one_these_tests_edit(fsx_synth: Synth
     assert resources["SharedStorageRelease"]["Type"] == "Custom::HyperPodHelmRelease"
     _, resource = _file_system(fsx_synth.templates)
     assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain"  # retain_on_delete: true
+
+
+def test_a_resource_no_longer_pointed_at_names_what_pointed_at_it(tmp_path, default_synth):
+    """The cluster's security groups become a literal ID: the deployed group drops out of what is guarded, and the
+    reason says the cluster that pointed at it is replaced (its own VpcConfig change is a finding of its own)."""
+    changed = copy.deepcopy(default_synth.templates)
+    cluster = changed[f"{PROJECT}-hyperpod"]["Resources"]["HyperPodCluster11759092"]["Properties"]
+    cluster["VpcConfig"]["SecurityGroupIds"] = ["sg-0123456789abcdef0"]
+    message = _refusal(default_synth.config, changed, _lock(tmp_path, default_synth.templates))
+    assert (f"{NETWORK}/NetworkEfaSecurityGroup3744DDDC (AWS::EC2::SecurityGroup) is no longer what the protected "
+            f"resources point at: what pointed at it is replaced: {CLUSTER}, a new HyperPod cluster (every node is "
+            "terminated with the jobs it runs). To accept, list {resource: "
+            f"{NETWORK}/NetworkEfaSecurityGroup3744DDDC, field: removed}}") in message, message
+    assert f"{CLUSTER} (AWS::SageMaker::Cluster) VpcConfig changes" in message
