@@ -186,7 +186,7 @@ def snapshot(templates: Templates, project: str) -> dict[str, Any]:
             entry["Version"] = version  # what version_refusals compares
         capacity = (resource.get("Properties") or {}).get("StorageCapacity")
         if resource["Type"] == "AWS::FSx::FileSystem" and isinstance(capacity, int):
-            entry["StorageCapacity"] = capacity  # what growth_findings compares
+            entry["StorageCapacity"] = capacity  # what _growths compares
             entry["StackDigest"] = _stack_digest(templates[stack], logical_id)
         if resource["Type"] == "AWS::SageMaker::Cluster":
             entry["InstanceGroups"] = _groups(resource)
@@ -330,7 +330,7 @@ def _data_lost(key: str, entry: dict[str, Any], current: dict[str, Any] | None,
     return lost
 
 
-def _cost(key: str, entry: dict[str, Any]) -> str:
+def _cost(entry: dict[str, Any]) -> str:
     noun, cost = _PROTECTED_COST.get(entry["Type"], (entry["Type"], ""))
     return f"a new {noun}" + (f" ({cost})" if cost else "")
 
@@ -338,10 +338,10 @@ def _cost(key: str, entry: dict[str, Any]) -> str:
 def _destroys(key: str, entry: dict[str, Any], resources: dict[str, Any], removed: bool) -> str:
     """What replacing (or, ``removed``, deleting) the deployed resource ``key`` destroys, with every protected
     resource replaced with it."""
-    also = [f"{name}, {_cost(name, resources[name])}" for name in entry.get("Protects", []) if name in resources]
+    also = [f"{name}, {_cost(resources[name])}" for name in entry.get("Protects", []) if name in resources]
     if removed and entry["Type"] not in PROTECTED_TYPES:
         return f"what pointed at it is replaced: {'; '.join(also)}" if also else "what pointed at it changes"
-    own = "CloudFormation deletes it" if removed else _cost(key, entry)
+    own = "CloudFormation deletes it" if removed else _cost(entry)
     return own + (f"; so replaced too: {'; '.join(also)}" if also else "")
 
 
@@ -432,13 +432,14 @@ def accepted_acknowledgements(found: list[Finding]) -> list[dict[str, Any]]:
 def _growths(locked: dict[str, Any], current: dict[str, Any]) -> list[Finding]:
     """A file system grown in the same deploy as any other change of its stack (storage.fsx_lustre.capacity_gib).
 
-    FSx only grows: "you can only increase the amount of storage capacity", and a rollback that tries to shrink
-    fails (https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-storage-capacity.html,
-    https://docs.aws.amazon.com/fsx/latest/APIReference/API_UpdateFileSystem.html). Any other update of the stack
-    may fail after the growth and roll the stack back into that shrink (UPDATE_ROLLBACK_FAILED). The growth cannot
-    be ordered after the rest instead: the association, the volume and the CSI driver's role read the file
-    system's ID, so CloudFormation updates it before them. A lock written before the capacity was recorded has
-    none, and a replaced file system is a new one: neither is compared."""
+    FSx only grows: for a PERSISTENT_2 SSD file system UpdateFileSystem's StorageCapacity "must be greater than the
+    current storage capacity" (botocore's fsx 2018-03-01 model, UpdateFileSystemRequest; the "Increase only"
+    consideration of https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-storage-capacity.html), so a
+    rollback that would shrink it fails. Any other update of the stack may fail after the growth and roll the stack
+    back into that shrink (UPDATE_ROLLBACK_FAILED). The growth cannot be ordered after the rest instead: the data
+    repository association and the storage chart's release read the file system's ID, so CloudFormation updates
+    the file system before them. A lock written before the capacity was recorded has none, and a replaced file
+    system is a new one: neither is compared."""
     found = []
     for key, before, after in _pairs(locked, current):
         if after is None or before.get("Type") != "AWS::FSx::FileSystem" or before["CreateOnly"] != after["CreateOnly"]:
