@@ -650,9 +650,11 @@ def deployed_templates(clients: Any, stacks: list[str]) -> dict[str, dict[str, A
     return templates
 
 
-def check_replacement(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
+def check_replacement(cfg: Any, clients: Any, cdk_out: Path, lock_dir: Path = engine.LOCK_DIR) -> list[Check]:
     """Every finding of the replacement engine, one check each (FAIL for what synth's guard refuses with this
-    config, WARN for what it accepts or only warns about), named after the stack of the deployed resource."""
+    config, WARN for what it accepts or only warns about), named after the stack of the deployed resource.
+    The acknowledgements the project's lock (``lock_dir``, relative to the working directory: the repository)
+    records as used by the last deploy are refused as left over, as synth's guard does."""
     stacks = synth_stacks(cdk_out, cfg.project)
     if not stacks:
         return [Check("no-replace", WARN, f"no synthesized stack of {cfg.project} in {cdk_out}: run `cdk synth` first")]
@@ -662,6 +664,7 @@ def check_replacement(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
         return [Check("no-replace", PASS, f"not deployed: none of {', '.join(stacks)}")]
     try:
         before, after = engine.snapshot(deployed, cfg.project), engine.snapshot(synth, cfg.project)
+        before["acknowledged"] = engine.deployed_acknowledgements(engine.lock_path(lock_dir, cfg.project))
     except ConfigError as error:
         return [Check("no-replace", WARN, f"could not check: {error}")]
     found = engine.findings(before, after, cfg, templates=(deployed, synth))

@@ -255,6 +255,7 @@ def _hyperpod(
         scope, "LifecycleScripts", hyperpod_cluster_name=hp.cluster_name, scripts_dir=scripts_dir,
         on_create=hp.on_create_script, options=options, bucket=existing.lifecycle_bucket,
         log_retention=log_retention, removal_policy=removal,
+        allow_paths_outside_project=hp.allow_paths_outside_project,
     )
     subnets = {az: subnet.subnet_id for az, subnet in network.hyperpod_subnets.items()}
     security_groups = [network.security_group.security_group_id]
@@ -269,6 +270,7 @@ def _hyperpod(
         subnets=network.control_plane_subnets, eks_cluster_security_group=api_security_group,
         log_retention=log_retention, removal_policy=removal,
         eks_cluster_name=_literal_eks_cluster_name(config, existing),
+        allow_paths_outside_project=hp.allow_paths_outside_project,
     )
     # Each group with its volume encryption resolved; the key exists only when a group uses it.
     groups = [g.model_copy(update={"volume_encryption": hp.group_volume_encryption(g)}) for g in hp.instance_groups]

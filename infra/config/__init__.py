@@ -19,7 +19,15 @@ from infra.config.addons import (
     compute_quota_name,
     team_namespace,
 )
-from infra.config.app import AppConfig, eks_cluster_name, load_config, parse_config, require_network
+from infra.config.app import (
+    REMOVED_FIELD,
+    AppConfig,
+    ReplacementAcknowledgement,
+    eks_cluster_name,
+    load_config,
+    parse_config,
+    require_network,
+)
 from infra.config.base import StrictModel, refusal
 from infra.config.eks import (
     MIN_PUBLIC_ACCESS_PREFIX,
@@ -40,7 +48,9 @@ from infra.config.fields import (
     TagKey,
     TagValue,
     WholeNumber,
+    links_leaving,
     path_escapes,
+    refuse_links_leaving,
 )
 from infra.config.hyperpod import (
     DEFAULT_CHART_AGENT_VERSION,
@@ -96,6 +106,8 @@ __all__ = [
     "AddonsConfig",
     "AlertsConfig",
     "AppConfig",
+    "REMOVED_FIELD",
+    "ReplacementAcknowledgement",
     "AutoscalingConfig",
     "AzId",
     "BasicOnly",
@@ -153,7 +165,9 @@ __all__ = [
     "require_network",
     "require_offered_types",
     "parse_config",
+    "links_leaving",
     "path_escapes",
+    "refuse_links_leaving",
     "refusal",
     "sagemaker_regions",
     "team_namespace",

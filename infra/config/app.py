@@ -21,6 +21,33 @@ from infra.errors import ConfigError
 from infra.facts.aws_lists import sagemaker_regions
 from infra.facts.ip_plan import ips_per_node, subnet_capacity
 
+# The field an acknowledgement names when the resource leaves the templates (CloudFormation deletes it) rather than
+# having a create-only property change (infra/guards/replacement.py reports both).
+REMOVED_FIELD = "removed"
+
+
+class ReplacementAcknowledgement(StrictModel):
+    """One deployed resource and one create-only field whose change, replacing the resource, the user accepts.
+
+    ``resource`` and ``field`` are written as the replacement guard's refusal names them
+    (``<stack>/<logical ID>``; a create-only property path such as ``SubnetIds`` or ``VpcConfig/Subnets``, or
+    ``removed`` for a resource that leaves the templates). ``deletes_data`` is the second, separate
+    acknowledgement that replacing it deletes data (a file system not kept on replacement, its files and
+    backups): the guard refuses such a replacement without it.
+    """
+
+    resource: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,127}/[A-Za-z][A-Za-z0-9]{0,254}$")]
+    field: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]*(/[A-Za-z][A-Za-z0-9]*)*$", max_length=256)]
+    deletes_data: bool = False
+
+    @property
+    def names(self) -> tuple[str, str]:
+        return self.resource, self.field
+
+
+# At most this many acknowledgements: a replacement is one deliberate change, not a routine one.
+MAX_REPLACEMENT_ACKNOWLEDGEMENTS = 20
+
 
 class AppConfig(StrictModel):
     project: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,39}$")]
@@ -42,6 +69,22 @@ class AppConfig(StrictModel):
     # observability): a stack delete is refused until this is false and deployed.
     termination_protection: bool = True
     tags: dict[TagKey, TagValue] = {}
+    # Replacements of deployed resources the next deploy may make, each one resource and one field; refused when
+    # left over from a deploy already recorded in the lock (infra/guards/replacement.py, docs/safety.md).
+    acknowledge_replacement: list[ReplacementAcknowledgement] = Field(
+        default=[], max_length=MAX_REPLACEMENT_ACKNOWLEDGEMENTS)
+
+    @field_validator("acknowledge_replacement")
+    @classmethod
+    def _one_acknowledgement_per_field(
+        cls, acknowledgements: list[ReplacementAcknowledgement],
+    ) -> list[ReplacementAcknowledgement]:
+        seen: set[tuple[str, str]] = set()
+        for i, acknowledgement in enumerate(acknowledgements):
+            if acknowledgement.names in seen:
+                raise refusal(f"{i}", "/".join(acknowledgement.names), "acknowledged twice; keep one entry")
+            seen.add(acknowledgement.names)
+        return acknowledgements
 
     @field_validator("tags")
     @classmethod

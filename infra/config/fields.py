@@ -3,6 +3,7 @@ chart versions, IAM ARNs and project paths."""
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, StrictInt
 
 from infra.config.base import refusal
+from infra.errors import ConfigError
 
 # CloudWatch Logs accepts only these retention periods (days -> aws_logs.RetentionDays member).
 RETENTION_DAYS: dict[int, str] = {
@@ -106,3 +108,48 @@ def path_escapes(value: str) -> bool:
     """True when a relative path from the config could lead outside the project: absolute, ~ or '..'."""
     path = Path(value)
     return path.is_absolute() or value.startswith("~") or ".." in path.parts
+
+
+def leads_out_through_links(value: str, root: Path) -> Path | None:
+    """Where a relative path from the config really leads, when symbolic links on the way take it out of ``root``
+    (the project: the working directory, where the CDK runs the app); None when it stays inside."""
+    try:
+        target = (root / value).resolve(strict=False)
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop (pathlib, Python 3.11)
+        return root / value
+    return None if target.is_relative_to(root.resolve()) else target
+
+
+def links_leaving(directory: Path) -> list[tuple[Path, str]]:
+    """(link, where it leads) for each symbolic link under ``directory`` that leads outside it, in path order.
+
+    The walk does not follow links (os.walk's default), so a link to a folder outside is reported and never
+    entered. A link that cannot be resolved (a loop) counts as leaving: what it would copy is unknown.
+    """
+    root = directory.resolve()
+    found = []
+    for folder, folders, files in os.walk(root):
+        for name in sorted(folders + files):
+            path = Path(folder) / name
+            if not path.is_symlink():
+                continue
+            try:
+                target = path.resolve(strict=False)
+            except (OSError, RuntimeError):  # RuntimeError: a symlink loop (pathlib, Python 3.11)
+                found.append((path, os.readlink(path)))
+                continue
+            if not target.is_relative_to(root):
+                found.append((path, str(target)))
+    return sorted(found)
+
+
+def refuse_links_leaving(key: str, directory: Path, *, allowed: bool) -> None:
+    """The one rule for a folder the config names that is copied into an asset (lifecycle scripts, a local chart):
+    a symbolic link in it that leads outside it is refused, unless ``hyperpod.allow_paths_outside_project`` is
+    set, since the CDK copies the link's target into cdk.out and the deploy uploads it."""
+    if allowed:
+        return
+    for link, target in links_leaving(directory):
+        raise ConfigError(key, str(link), f"a symbolic link to {target}, outside {directory.resolve()}: its target "
+                                          "would be copied into the asset; put the file itself there, or set "
+                                          "hyperpod.allow_paths_outside_project: true")

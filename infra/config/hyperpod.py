@@ -11,7 +11,16 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StrictInt, field_validator, model_validator
 
 from infra.config.base import StrictModel, refusal
-from infra.config.fields import AzId, ExactVersion, K8sKey, K8sValue, Name63, WholeNumber, path_escapes
+from infra.config.fields import (
+    AzId,
+    ExactVersion,
+    K8sKey,
+    K8sValue,
+    Name63,
+    WholeNumber,
+    leads_out_through_links,
+    path_escapes,
+)
 from infra.errors import ConfigError
 from infra.facts.instances import is_listed, listed_types
 
@@ -360,8 +369,8 @@ class HyperPodConfig(StrictModel):
     volume_encryption: VolumeEncryption = "aws_managed"
     autoscaling: AutoscalingConfig = AutoscalingConfig()
     permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
-    # Synth compares the create-only fields with config/locks/<project>.lock.json (the last deployed state,
-    # see infra/guards/replacement.py); a change that replaces the cluster is refused unless this is true.
+    # Removed: it accepted every replacement of every protected resource and stayed set after the deploy.
+    # ``true`` is refused with the new form (the top-level acknowledge_replacement); ``false`` changes nothing.
     allow_cluster_replacement: bool = False
     # Instance groups (deployed with nodes) that this config removes or renames: their nodes are terminated.
     acknowledge_group_removal: list[Name63] = []
@@ -385,9 +394,16 @@ class HyperPodConfig(StrictModel):
                  ("dependencies_chart.chart_path", chart.chart_path),
                  ("dependencies_chart.local_path", chart.local_path)]
         for key, value in paths:
-            if value is not None and path_escapes(value) and not self.allow_paths_outside_project:
+            if value is None or self.allow_paths_outside_project:
+                continue
+            if path_escapes(value):
                 raise refusal(key, value, "leads outside the project (absolute, ~ or '..'); use a path inside it, "
                                           "or set hyperpod.allow_paths_outside_project: true")
+            # chart_path is a path inside the fetched chart source, not on this machine.
+            target = leads_out_through_links(value, Path.cwd()) if key != "dependencies_chart.chart_path" else None
+            if target is not None:
+                raise refusal(key, value, f"a symbolic link on the way leads outside the project, to {target}; use "
+                                          "a folder inside it, or set hyperpod.allow_paths_outside_project: true")
         return self
 
     def group_volume_encryption(self, group: InstanceGroupConfig) -> VolumeEncryption:
@@ -414,6 +430,15 @@ class HyperPodConfig(StrictModel):
                     raise refusal(f"instance_groups.{i}.fallback_instance_types", group.fallback_instance_types,
                                   "a flexible instance group needs node_provisioning_mode: Continuous")
         return self
+
+    @field_validator("allow_cluster_replacement")
+    @classmethod
+    def _replacement_is_acknowledged_per_field(cls, allowed: bool) -> bool:
+        if allowed:
+            raise refusal("", True, "no longer accepted: it let every replacement through and stayed set; list each "
+                                    "replacement the refusal names in acknowledge_replacement: [{resource: <stack>/"
+                                    "<logical ID>, field: <field>}] (docs/safety.md) and remove this key")
+        return allowed
 
     @model_validator(mode="after")
     def _acknowledged_groups_are_gone(self) -> HyperPodConfig:

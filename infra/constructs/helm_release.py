@@ -33,6 +33,7 @@ from aws_cdk import custom_resources as cr
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
+from infra.config import refuse_links_leaving
 from infra.constructs.common import acknowledge, nag_name
 from infra.constructs.provider import logged_provider, runtime_code
 from infra.runtime.chart_installer.handler.deadline import DEFAULT_TIMEOUT_MINUTES, FUNCTION_TIMEOUT_SECONDS
@@ -80,8 +81,14 @@ class ChartSource:
         return ChartSource({"Source": "oci", "OciChartUri": uri, "ChartVersion": version})
 
     @staticmethod
-    def local(scope: Construct, construct_id: str, path: str | Path) -> ChartSource:
-        """A chart directory of this repository, zipped and uploaded as a CDK asset."""
+    def local(
+        scope: Construct, construct_id: str, path: str | Path, *, key: str = "chart",
+        allow_paths_outside_project: bool = False,
+    ) -> ChartSource:
+        """A chart directory of this repository, zipped and uploaded as a CDK asset. A symbolic link in it that
+        leads out of it is refused under ``key`` (``refuse_links_leaving``) unless ``allow_paths_outside_project``:
+        the asset would hold its target."""
+        refuse_links_leaving(key, Path(path), allowed=allow_paths_outside_project)
         asset = s3_assets.Asset(scope, construct_id, path=str(path))
         return ChartSource({"Source": "s3", "AssetBucket": asset.s3_bucket_name, "AssetKey": asset.s3_object_key},
                            asset)

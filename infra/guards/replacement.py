@@ -16,13 +16,16 @@ Two callers, one engine:
   deployed state, ``config/locks/<project>.lock.json`` (a snapshot, keyed by the project, so moving or renaming
   the config file changes nothing), and stops at the first rule with a refusal: a change HyperPod does not make
   to a deployed instance group (its type, execution role, threads per core, subnets or volume key: the deploy
-  would fail) whatever the config says; a Kubernetes version step EKS does not make; a replacement unless
-  ``hyperpod.allow_cluster_replacement`` is true; a group Karpenter scales removed with its NodeClass, or
-  autoscaling turned off unacknowledged; the removal or renaming of an instance group that had nodes unless the
-  group is listed in ``hyperpod.acknowledge_group_removal``. What it accepts it prints as a warning. A synth
-  writes nothing to the lock: it leaves its candidate in ``cdk.out/replacement-lock.json``, and ``make deploy``
-  promotes it only after ``cdk deploy`` succeeded (``scripts/promote_lock.py``), so the lock always describes
-  what was deployed. Writes are atomic. Without a lock (a first deploy) nothing is compared.
+  would fail) whatever the config says; a Kubernetes version step EKS does not make; an acknowledgement left
+  over (recorded in the lock as used by its deploy) or matching nothing; a replacement unless its resource and
+  field are listed in ``acknowledge_replacement`` (with ``deletes_data`` when data goes with it); a group
+  Karpenter scales removed with its NodeClass, or autoscaling turned off unacknowledged; the removal or renaming
+  of an instance group that had nodes unless the group is listed in ``hyperpod.acknowledge_group_removal``; an
+  FSx growth with another change of its stack. What it accepts it prints as a warning. A synth writes nothing
+  to the lock: it leaves its candidate in ``cdk.out/replacement-lock.json`` (with the acknowledgements it
+  accepted), and ``make deploy`` promotes it only after ``cdk deploy`` succeeded (``scripts/promote_lock.py``),
+  so the lock always describes what was deployed. Writes are atomic. Without a lock (a first deploy) nothing
+  is compared.
 - ``hpctl preflight`` snapshots the templates CloudFormation holds for every deployed stack of the project and
   the synthesized ones in cdk.out, and reports the same findings with the same reasons, plus the one rule that
   needs a field the lock does not record (the EKS cluster's subnets, ``eks_subnet_findings``: a warning).
@@ -33,6 +36,7 @@ per-version rules (``infra.guards.create_only``: ``refused_group_fields``, ``ref
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -43,7 +47,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from infra.config import AppConfig
+from infra.config import REMOVED_FIELD, AppConfig, ReplacementAcknowledgement
 from infra.errors import ConfigError
 from infra.facts.names import NODE_POOLS_RELEASE_NAME
 from infra.guards.create_only import (
@@ -156,24 +160,34 @@ def snapshot(templates: Templates, project: str) -> dict[str, Any]:
             if isinstance(name, str):
                 exports[name] = (stack, output.get("Value"))
     recorded: dict[str, Any] = {}
-    pending = [
-        (stack, logical_id)
+    edges: dict[str, set[str]] = {}
+    pending: list[tuple[str, str, str | None]] = [
+        (stack, logical_id, None)
         for stack, template in templates.items()
         for logical_id, resource in (template.get("Resources") or {}).items()
         if resource.get("Type") in PROTECTED_TYPES
     ]
     while pending:
-        stack, logical_id = pending.pop()
+        stack, logical_id, referrer = pending.pop()
         key = f"{stack}/{logical_id}"
         resource = (templates[stack].get("Resources") or {}).get(logical_id)
-        if key in recorded or resource is None or resource.get("Type") not in RESOURCE_TYPES:
+        if resource is None or resource.get("Type") not in RESOURCE_TYPES:
+            continue
+        if referrer is not None:
+            edges.setdefault(referrer, set()).add(key)
+        if key in recorded:
             continue
         entry: dict[str, Any] = {"Type": resource["Type"], "CreateOnly": _create_only_values(resource),
-                                 "Retained": resource.get("DeletionPolicy") == "Retain"}
+                                 "Retained": resource.get("DeletionPolicy") == "Retain",
+                                 "ReplaceRetained": resource.get("UpdateReplacePolicy") == "Retain"}
         followed: list[Any] = list(entry["CreateOnly"].values())
         version = (resource.get("Properties") or {}).get("Version")
         if resource["Type"] == "AWS::EKS::Cluster" and isinstance(version, str):
             entry["Version"] = version  # what version_refusals compares
+        capacity = (resource.get("Properties") or {}).get("StorageCapacity")
+        if resource["Type"] == "AWS::FSx::FileSystem" and isinstance(capacity, int):
+            entry["StorageCapacity"] = capacity  # what _growths compares
+            entry["StackDigest"] = _stack_digest(templates[stack], logical_id)
         if resource["Type"] == "AWS::SageMaker::Cluster":
             entry["InstanceGroups"] = _groups(resource)
             followed += list(entry["InstanceGroups"].values())
@@ -186,10 +200,43 @@ def snapshot(templates: Templates, project: str) -> dict[str, Any]:
             where, value = queue.pop()
             for kind, name in _references(value):
                 if kind == "resource":
-                    pending.append((where, name))
+                    pending.append((where, name, key))
                 elif name in exports:
                     queue.append(exports[name])
+    for key, entry in recorded.items():
+        protects = sorted(root for root, root_entry in recorded.items()
+                          if root_entry["Type"] in PROTECTED_TYPES and root != key and key in _reach(edges, root))
+        if protects:
+            entry["Protects"] = protects  # the protected resources replaced with it (their fields point at it)
     return {"version": LOCK_VERSION, "project": project, "resources": dict(sorted(recorded.items()))}
+
+
+def _reach(edges: dict[str, set[str]], start: str) -> set[str]:
+    """Every resource the create-only properties of ``start`` lead to, directly or through others."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for target in edges.get(stack.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                stack.append(target)
+    return seen
+
+
+def _stack_digest(template: dict[str, Any], file_system: str) -> str:
+    """A digest of everything in the file system's stack that CloudFormation would update, but the file system's
+    StorageCapacity: when it differs between two snapshots, a growth is not the only change of its deploy.
+    Metadata and the CDK's own AWS::CDK::Metadata resource are left out: they update nothing that can fail."""
+    resources = {}
+    for logical_id, resource in (template.get("Resources") or {}).items():
+        if resource.get("Type") == "AWS::CDK::Metadata":
+            continue
+        kept = {name: value for name, value in resource.items() if name != "Metadata"}
+        if logical_id == file_system:
+            kept["Properties"] = {name: value for name, value in (kept.get("Properties") or {}).items()
+                                  if name != "StorageCapacity"}
+        resources[logical_id] = kept
+    return hashlib.sha256(json.dumps(resources, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _show(value: Any) -> str:
@@ -210,8 +257,9 @@ def _volume_key(value: Any) -> str:
 
 REFUSE, WARN = "refuse", "warn"
 # The rules, in the order synth's guard reports them (it stops at the first rule with a refusal).
-GROUP, VERSION, REPLACEMENT, AUTOSCALING, REMOVAL, EKS_SUBNETS = (
-    "group", "version", "replacement", "autoscaling", "removal", "eks-subnets")
+GROUP, VERSION, ACKNOWLEDGEMENT, REPLACEMENT, AUTOSCALING, REMOVAL, FSX_GROWTH, EKS_SUBNETS = (
+    "group", "version", "acknowledgement", "replacement", "autoscaling", "removal", "fsx-growth", "eks-subnets")
+ACKNOWLEDGE_KEY = "acknowledge_replacement"
 
 
 @dataclass(frozen=True)
@@ -224,6 +272,8 @@ class Finding:
     key: str  # the config key a refusal is reported under
     reason: str  # names the resource (``<stack>/<logical ID> (<type>)``) and the field, with both values
     value: Any = None  # what the ConfigError shows: the new Kubernetes version; a removed group's name
+    field: str | None = None  # REPLACEMENT: the create-only field that changes, or REMOVED_FIELD
+    deletes_data: bool = False  # REPLACEMENT: the replacement deletes a data-bearing resource's data
 
     @property
     def stack(self) -> str:
@@ -241,29 +291,169 @@ def _named(key: str, entry: dict[str, Any]) -> str:
     return f"{key} ({entry['Type']})"
 
 
+# What replacing each protected type means: (what it is, what a new one costs). docs/safety.md ("The replacement
+# guard") states each.
+_PROTECTED_COST = {
+    "AWS::SageMaker::Cluster": ("HyperPod cluster", "every node is terminated with the jobs it runs"),
+    "AWS::EKS::Cluster": ("EKS cluster", "every Kubernetes object on it is lost: workloads, secrets, what the charts "
+                                         "and add-ons installed"),
+    "AWS::FSx::FileSystem": ("file system", "it starts empty"),
+}
+# The data a replaced resource of these types takes with it unless CloudFormation keeps the old one
+# (UpdateReplacePolicy Retain): "By default, CloudFormation then deletes the old resource"
+# (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-updatereplacepolicy.html); a file
+# system's automatic backups go with it (docs/safety.md, "What cdk destroy removes").
+DATA_BEARING = {"AWS::FSx::FileSystem": "every file on it and its automatic backups"}
+
+
+def _kept_on_replacement(entry: dict[str, Any]) -> bool:
+    """Whether CloudFormation keeps the old resource when it replaces it. A lock written before
+    UpdateReplacePolicy was recorded has only DeletionPolicy, which the app sets to the same value
+    (aws-cdk-lib's ``apply_removal_policy`` sets both)."""
+    return bool(entry.get("ReplaceRetained", entry.get("Retained")))
+
+
+def _data_lost(key: str, entry: dict[str, Any], current: dict[str, Any] | None,
+               resources: dict[str, Any]) -> list[str]:
+    """What data replacing ``key`` deletes: for itself and each protected resource replaced with it, a data-bearing
+    resource that the deployed or the new template does not keep on replacement."""
+    lost = []
+    for name in [key, *entry.get("Protects", [])]:
+        deployed = resources.get(name) if name != key else entry
+        if deployed is None or deployed["Type"] not in DATA_BEARING:
+            continue
+        # Which template's policy CloudFormation applies is not documented: kept only when both keep it.
+        new = (current or {}).get(name)
+        if _kept_on_replacement(deployed) and (new is None or _kept_on_replacement(new)):
+            continue
+        lost.append(f"{name} is deleted with {DATA_BEARING[deployed['Type']]}")
+    return lost
+
+
+def _cost(entry: dict[str, Any]) -> str:
+    noun, cost = _PROTECTED_COST.get(entry["Type"], (entry["Type"], ""))
+    return f"a new {noun}" + (f" ({cost})" if cost else "")
+
+
+def _destroys(key: str, entry: dict[str, Any], resources: dict[str, Any], removed: bool) -> str:
+    """What replacing (or, ``removed``, deleting) the deployed resource ``key`` destroys, with every protected
+    resource replaced with it."""
+    also = [f"{name}, {_cost(resources[name])}" for name in entry.get("Protects", []) if name in resources]
+    if removed and entry["Type"] not in PROTECTED_TYPES:
+        return f"what pointed at it is replaced: {'; '.join(also)}" if also else "what pointed at it changes"
+    own = "CloudFormation deletes it" if removed else _cost(entry)
+    return own + (f"; so replaced too: {'; '.join(also)}" if also else "")
+
+
+_TO_ACCEPT = ". To accept, list "
+
+
+def _acknowledgement(key: str, field: str, deletes_data: bool) -> str:
+    extra = ", deletes_data: true" if deletes_data else ""
+    return f"{{resource: {key}, field: {field}{extra}}}"
+
+
 def _replacements(locked: dict[str, Any], current: dict[str, Any]) -> list[Finding]:
     found = []
+    resources, now = locked.get("resources", {}), current.get("resources", {})
     for key, before, after in _pairs(locked, current):
+        lost = _data_lost(key, before, now, resources)
         if after is None:
             if before["Type"] not in PROTECTED_TYPES:
-                reason = f"{_named(key, before)} is no longer what the protected resources point at"
+                change = f"{_named(key, before)} is no longer what the protected resources point at"
             elif not before.get("Retained"):
-                reason = f"{_named(key, before)} disappears: CloudFormation deletes it"
+                change = f"{_named(key, before)} disappears"
+                lost = [f"{key} is deleted with {DATA_BEARING[before['Type']]}"] if before["Type"] in DATA_BEARING \
+                    else []
             else:
                 continue
-            found.append(Finding(REPLACEMENT, REFUSE, key, "hyperpod", reason))
-            continue
-        for path in sorted(set(before["CreateOnly"]) | set(after["CreateOnly"])):
-            was, will = before["CreateOnly"].get(path), after["CreateOnly"].get(path)
-            if was != will:
-                found.append(Finding(REPLACEMENT, REFUSE, key, "hyperpod",
-                                     f"{_named(key, before)} {path} changes from {_show(was)} to {_show(will)}"))
+            changes = [(REMOVED_FIELD, change)]
+        else:
+            changes = []
+            for path in sorted(set(before["CreateOnly"]) | set(after["CreateOnly"])):
+                was, will = before["CreateOnly"].get(path), after["CreateOnly"].get(path)
+                if was != will:
+                    changes.append((path, f"{_named(key, before)} {path} changes from {_show(was)} to {_show(will)}"))
+        for field, change in changes:
+            destroys = _destroys(key, before, resources, after is None) + "".join(f"; {loss}" for loss in lost)
+            reason = f"{change}: {destroys}{_TO_ACCEPT}{_acknowledgement(key, field, bool(lost))} in {ACKNOWLEDGE_KEY}"
+            found.append(Finding(REPLACEMENT, REFUSE, key, ACKNOWLEDGE_KEY, reason, field=field,
+                                 deletes_data=bool(lost)))
     return found
 
 
 def replacement_reasons(locked: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """What in ``current`` would replace (or delete) a resource recorded in ``locked``; empty when nothing."""
     return [finding.reason for finding in _replacements(locked, current)]
+
+
+def _acknowledged(
+    replacements: list[Finding], acknowledgements: list[ReplacementAcknowledgement], locked: dict[str, Any],
+) -> list[Finding]:
+    """The replacements with the config's acknowledgements applied, then a refusal for each acknowledgement that is
+    left over: recorded in the lock as acknowledged by the deploy it describes, or matching no replacement."""
+    given = {a.names: a for a in acknowledgements}
+    found = []
+    for finding in replacements:
+        names = (finding.resource, finding.field or "")
+        acknowledgement = given.get(names)
+        if acknowledgement is None:
+            found.append(finding)
+        elif finding.deletes_data and not acknowledgement.deletes_data:
+            found.append(replace(finding, reason=finding.reason.partition(_TO_ACCEPT)[0] + ". It deletes data, which "
+                                 f"needs its own acknowledgement: add deletes_data: true to its entry in "
+                                 f"{ACKNOWLEDGE_KEY}"))
+        else:
+            found.append(replace(finding, severity=WARN, reason=finding.reason.partition(_TO_ACCEPT)[0]
+                                 + f" (acknowledged in {ACKNOWLEDGE_KEY})"))
+    deployed = {(a.get("resource"), a.get("field")) for a in _recorded(locked)}
+    matched = {(f.resource, f.field) for f in replacements}
+    for i, acknowledgement in enumerate(acknowledgements):
+        where = f"{ACKNOWLEDGE_KEY}.{i}"
+        shown = "/".join(acknowledgement.names)
+        if acknowledgement.names in deployed:
+            found.append(Finding(ACKNOWLEDGEMENT, REFUSE, acknowledgement.resource, where,
+                                 f"{shown} was acknowledged for the deploy the lock records, which made that "
+                                 "replacement: remove the entry (to replace the same field again, deploy once "
+                                 "without it, then acknowledge anew)", value=shown))
+        elif acknowledgement.names not in matched:
+            found.append(Finding(ACKNOWLEDGEMENT, REFUSE, acknowledgement.resource, where,
+                                 f"{shown} acknowledges no replacement this change makes: remove the entry, or name "
+                                 "the resource and field as the refusal writes them", value=shown))
+    return found
+
+
+def accepted_acknowledgements(found: list[Finding]) -> list[dict[str, Any]]:
+    """The acknowledgements a synth's findings accepted, as the lock records them once that synth is deployed."""
+    return [{"resource": f.resource, "field": f.field, "deletes_data": f.deletes_data}
+            for f in found if f.rule == REPLACEMENT and f.severity == WARN]
+
+
+def _growths(locked: dict[str, Any], current: dict[str, Any]) -> list[Finding]:
+    """A file system grown in the same deploy as any other change of its stack (storage.fsx_lustre.capacity_gib).
+
+    FSx only grows: for a PERSISTENT_2 SSD file system UpdateFileSystem's StorageCapacity "must be greater than the
+    current storage capacity" (botocore's fsx 2018-03-01 model, UpdateFileSystemRequest; the "Increase only"
+    consideration of https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-storage-capacity.html), so a
+    rollback that would shrink it fails. Any other update of the stack may fail after the growth and roll the stack
+    back into that shrink (UPDATE_ROLLBACK_FAILED). The growth cannot be ordered after the rest instead: the data
+    repository association and the storage chart's release read the file system's ID, so CloudFormation updates
+    the file system before them. A lock written before the capacity was recorded has none, and a replaced file
+    system is a new one: neither is compared."""
+    found = []
+    for key, before, after in _pairs(locked, current):
+        if after is None or before.get("Type") != "AWS::FSx::FileSystem" or before["CreateOnly"] != after["CreateOnly"]:
+            continue
+        was, will = before.get("StorageCapacity"), after.get("StorageCapacity")
+        if isinstance(was, int) and isinstance(will, int) and will > was and \
+                before.get("StackDigest") != after.get("StackDigest"):
+            found.append(Finding(
+                FSX_GROWTH, REFUSE, key, "storage.fsx_lustre.capacity_gib",
+                f"{_named(key, before)} StorageCapacity grows from {was} to {will} in the same deploy as other "
+                f"changes to stack {key.split('/', 1)[0]}: a failure after the growth would roll it back into a "
+                f"shrink, which FSx refuses (UPDATE_ROLLBACK_FAILED). Deploy the other changes with capacity_gib "
+                f"{was} first, then the growth alone", value=will))
+    return found
 
 
 def _versions(locked: dict[str, Any], current: dict[str, Any]) -> list[Finding]:
@@ -422,10 +612,12 @@ def findings(
     *, templates: tuple[Templates, Templates] | None = None,
 ) -> list[Finding]:
     """Every finding of deploying the state ``current`` over the deployed state ``locked`` (two ``snapshot``s), in
-    the order of the rules (GROUP, VERSION, REPLACEMENT, AUTOSCALING, REMOVAL, EKS_SUBNETS). Refused whatever the
-    config says: group changes HyperPod does not make, Kubernetes version steps EKS does not make, groups taken
-    from Karpenter unsafely. Refused unless the config accepts them, else warnings that say what accepted them: a
-    replacement (``hyperpod.allow_cluster_replacement``), a group with nodes removed
+    the order of the rules (GROUP, VERSION, ACKNOWLEDGEMENT, REPLACEMENT, AUTOSCALING, REMOVAL, FSX_GROWTH,
+    EKS_SUBNETS). Refused whatever the config says: group changes HyperPod does not make, Kubernetes version steps
+    EKS does not make, left-over acknowledgements (``locked``'s ``acknowledged``, or matching nothing), groups
+    taken from Karpenter unsafely, an FSx growth with another change of its stack. Refused unless the config
+    accepts them, else warnings that say what accepted them: a replacement (its resource and field in
+    ``acknowledge_replacement``, and ``deletes_data`` when data goes with it), a group with nodes removed
     (``hyperpod.acknowledge_group_removal``).
 
     ``templates``: the deployed and the new templates themselves, (deployed, new), when at hand (hpctl preflight
@@ -433,12 +625,13 @@ def findings(
     """
     hyperpod = config.hyperpod
     found = _group_changes(locked, current) + _versions(locked, current)
-    found += [_accepted(f, "accepted by hyperpod.allow_cluster_replacement") if hyperpod.allow_cluster_replacement
-              else f for f in _replacements(locked, current)]
+    replacements = _acknowledged(_replacements(locked, current), config.acknowledge_replacement, locked)
+    found += sorted(replacements, key=lambda f: f.rule != ACKNOWLEDGEMENT)  # stable: left-over acknowledgements first
     found += _autoscaling(locked, current, hyperpod.autoscaling.acknowledge_disable)
     acknowledged = set(hyperpod.acknowledge_group_removal)
     found += [_accepted(f, "its nodes are terminated; listed in hyperpod.acknowledge_group_removal")
               if f.value in acknowledged else f for f in _removals(locked, current)]
+    found += _growths(locked, current)
     if templates is not None:
         found += eks_subnet_findings(*templates)
     return found
@@ -451,11 +644,12 @@ _REFUSALS = {
     VERSION: ("", " (compared with {lock}; if the cluster's version was changed outside CloudFormation, by an "
                   "upgrade, a rollback or EKS at the end of support, write the version it runs as the EKS cluster's "
                   "Version there)"),
-    REPLACEMENT: ("this change would REPLACE deployed resources (a new HyperPod cluster terminates every node): ",
-                  ". Set hyperpod.allow_cluster_replacement: true to accept the replacement (compared with {lock})"),
+    ACKNOWLEDGEMENT: ("", " (compared with {lock})"),
+    REPLACEMENT: ("this change would REPLACE deployed resources: ", " (compared with {lock})"),
     AUTOSCALING: ("", " (compared with {lock})"),
     REMOVAL: ("removing or renaming a group terminates its nodes: ",
               ". List the group names in hyperpod.acknowledge_group_removal to confirm (compared with {lock})"),
+    FSX_GROWTH: ("", " (compared with {lock})"),
 }
 
 
@@ -486,6 +680,18 @@ def read_lock(path: Path) -> dict[str, Any] | None:
     return locked
 
 
+def deployed_acknowledgements(path: Path) -> list[dict[str, Any]]:
+    """The acknowledgements the lock at ``path`` records as used by the deploy it describes; none without a lock
+    or in a lock written before they were recorded."""
+    return _recorded(read_lock(path) or {})
+
+
+def _recorded(locked: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``acknowledged`` entries of a snapshot or lock (see ``guard_replacement``)."""
+    recorded = locked.get("acknowledged")
+    return [a for a in recorded if isinstance(a, dict)] if isinstance(recorded, list) else []
+
+
 def _print_warning(reason: str) -> None:
     print(f"warning: {reason}", file=sys.stderr)
 
@@ -510,6 +716,9 @@ def guard_replacement(
     refused = [finding for finding in found if finding.severity == REFUSE]
     if refused:
         raise refusal(refused, path)
+    accepted = accepted_acknowledgements(found)
+    if accepted:
+        current["acknowledged"] = accepted  # promoted with the lock: a later synth refuses them as left over
     return current
 
 

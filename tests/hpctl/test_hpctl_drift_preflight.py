@@ -270,7 +270,10 @@ HP_TEMPLATE = {
         }
     }
 }
-EKS = "hp-eks/Cluster9EE0221C (AWS::EKS::Cluster)"
+EKS_KEY = "hp-eks/Cluster9EE0221C"
+EKS = f"{EKS_KEY} (AWS::EKS::Cluster)"
+NEW_EKS = ("a new EKS cluster (every Kubernetes object on it is lost: workloads, secrets, what the charts and add-ons "
+           "installed)")
 HP = "hp-hyperpod/HyperPodCluster (AWS::SageMaker::Cluster)"
 
 
@@ -355,22 +358,34 @@ def test_a_replaced_eks_cluster_is_reported_as_a_replacement_not_a_version_step(
     synth = _edit(EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(
         Name="other", Version="1.35"))
     check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth)
-    assert (check.verdict, check.reason) == ("fail", f"{EKS} Name changes from 'hp-eks' to 'other'")
+    assert (check.verdict, check.reason) == ("fail", f"{EKS} Name changes from 'hp-eks' to 'other': {NEW_EKS}. To "
+                                                     f"accept, list {{resource: {EKS_KEY}, field: Name}} in "
+                                                     "acknowledge_replacement")
 
 
 def test_an_accepted_replacement_warns(tmp_path: Path) -> None:
-    """With hyperpod.allow_cluster_replacement synth lets it through, and preflight warns instead of failing."""
+    """Acknowledged in acknowledge_replacement, synth lets it through, and preflight warns instead of failing; an
+    acknowledgement of another field accepts nothing and is itself refused."""
     synth = _edit(EKS_TEMPLATE, lambda t: t["Resources"]["Cluster9EE0221C"]["Properties"].update(Name="other"))
-    data = config_data(allow_cluster_replacement=True)
+    data = config_data()
+    data["acknowledge_replacement"] = [{"resource": EKS_KEY, "field": "Name"}]
     check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth, parse_config(data))
     assert (check.verdict, check.reason) == (
-        "warn", f"{EKS} Name changes from 'hp-eks' to 'other' (accepted by hyperpod.allow_cluster_replacement)")
+        "warn", f"{EKS} Name changes from 'hp-eks' to 'other': {NEW_EKS} (acknowledged in acknowledge_replacement)")
+    data["acknowledge_replacement"] = [{"resource": EKS_KEY, "field": "RoleArn"}]
+    (tmp_path / "other").mkdir()
+    checks = _replacement_checks(tmp_path / "other", {"hp-eks": EKS_TEMPLATE}, {"hp-eks": synth}, parse_config(data))
+    assert [c.verdict for c in checks] == ["fail", "fail"]
+    assert checks[0].reason == (f"{EKS_KEY}/RoleArn acknowledges no replacement this change makes: remove the entry, "
+                                "or name the resource and field as the refusal writes them")
 
 
 def test_a_new_logical_id_fails(tmp_path: Path) -> None:
     synth = {"Resources": {"ClusterNEW": EKS_TEMPLATE["Resources"]["Cluster9EE0221C"]}}
     check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth)
-    assert (check.verdict, check.reason) == ("fail", f"{EKS} disappears: CloudFormation deletes it")
+    assert (check.verdict, check.reason) == ("fail", f"{EKS} disappears: CloudFormation deletes it. To accept, "
+                                                     f"list {{resource: {EKS_KEY}, field: removed}} in "
+                                                     "acknowledge_replacement")
 
 
 def test_a_create_only_eks_property_fails(tmp_path: Path) -> None:
@@ -381,8 +396,9 @@ def test_a_create_only_eks_property_fails(tmp_path: Path) -> None:
         ),
     )
     check = _replacement(tmp_path, "hp-eks", EKS_TEMPLATE, synth)
-    assert (check.verdict, check.reason) == ("fail", f"{EKS} KubernetesNetworkConfig/IpFamily changes from null to "
-                                                     "'ipv6'")
+    assert check.verdict == "fail"
+    assert check.reason.startswith(f"{EKS} KubernetesNetworkConfig/IpFamily changes from null to 'ipv6': {NEW_EKS}. "
+                                   f"To accept, list {{resource: {EKS_KEY}, field: KubernetesNetworkConfig/IpFamily}}")
 
 
 def test_eks_subnet_change_warns(tmp_path: Path) -> None:
@@ -492,9 +508,14 @@ def test_a_file_system_subnet_change_fails(tmp_path: Path) -> None:
     deployed = {"Resources": {"Fs": {"Type": "AWS::FSx::FileSystem", "Properties": {"SubnetIds": ["subnet-a"]}}}}
     synth = _edit(deployed, lambda t: t["Resources"]["Fs"]["Properties"].update(SubnetIds=["subnet-b"]))
     check = _replacement(tmp_path, "hp-storage", deployed, synth)
+    # Without DeletionPolicy/UpdateReplacePolicy Retain CloudFormation deletes the old file system: the reason says
+    # so and asks for the data acknowledgement too.
     assert (check.name, check.verdict, check.reason) == (
         "no-replace hp-storage", "fail",
-        'hp-storage/Fs (AWS::FSx::FileSystem) SubnetIds changes from ["subnet-a"] to ["subnet-b"]')
+        'hp-storage/Fs (AWS::FSx::FileSystem) SubnetIds changes from ["subnet-a"] to ["subnet-b"]: a new file system '
+        "(it starts empty); hp-storage/Fs is deleted with every file on it and its automatic "
+        "backups. To accept, list {resource: hp-storage/Fs, field: SubnetIds, deletes_data: true} in "
+        "acknowledge_replacement")
 
 
 # A network stack exporting a subnet that the HyperPod stack imports, as `cdk synth` writes the two.
@@ -516,7 +537,10 @@ def test_a_subnet_behind_an_export_is_followed_into_the_other_stack(tmp_path: Pa
     checks = _replacement_checks(tmp_path, {"hp-network": NETWORK_TEMPLATE, "hp-hyperpod": HP_IMPORTING}, synth)
     assert [(c.name, c.verdict, c.reason) for c in checks] == [
         ("no-replace hp-network", "fail",
-         "hp-network/Subnet (AWS::EC2::Subnet) CidrBlock changes from '10.1.0.0/16' to '10.9.0.0/16'")]
+         "hp-network/Subnet (AWS::EC2::Subnet) CidrBlock changes from '10.1.0.0/16' to '10.9.0.0/16': a new "
+         "AWS::EC2::Subnet; so replaced too: hp-hyperpod/HyperPodCluster, a new HyperPod cluster (every node is "
+         "terminated with the jobs it runs). To accept, list {resource: hp-network/Subnet, field: CidrBlock} in "
+         "acknowledge_replacement")]
 
 
 def test_a_stack_not_deployed_is_skipped(tmp_path: Path) -> None:

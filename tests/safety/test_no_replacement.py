@@ -137,7 +137,7 @@ def test_routine_change_replaces_nothing_protected(request, change, before, afte
     assert protected_resources(before_synth) != {}
     assert before_synth.templates != after_synth.templates, "the pair does not change anything"
     assert replacement_causes(before_synth, after_synth) == []
-    # The replacement guard agrees: a routine change passes it without allow_cluster_replacement.
+    # The replacement guard agrees: a routine change passes it without an acknowledgement.
     project = before_synth.config.project
     before_state, after_state = snapshot(before_synth.templates, project), snapshot(after_synth.templates, project)
     assert replacement_reasons(before_state, after_state) == []

@@ -19,10 +19,10 @@ from botocore.stub import Stubber
 
 from hpctl import preflight as pf
 from hpctl.aws import Clients
-from infra.config import AppConfig
+from infra.config import AppConfig, parse_config
 from infra.errors import ConfigError
 from infra.guards.replacement import guard_replacement, lock_path, snapshot, write_atomically
-from tests.conftest import Synthesized
+from tests.conftest import Synthesized, fsx_config_data, mutate
 
 Templates = dict[str, dict[str, Any]]
 NETWORK, HYPERPOD, STORAGE = "hyperpod-dev-network", "hyperpod-dev-hyperpod", "hyperpod-dev-storage"
@@ -128,4 +128,31 @@ def test_synth_and_preflight_report_the_same_reason(request, tmp_path, variant, 
         checks = pf.check_replacement(config, Clients(config.region, preset={"cloudformation": cloudformation}),
                                       tmp_path / "cdk.out")
     stub.assert_no_pending_responses()
-    assert [(c.name, c.verdict, c.reason) for c in checks] == [(f"no-replace {stack}", "fail", reason)]
+    assert [(c.name, c.verdict) for c in checks] == [(f"no-replace {stack}", "fail")]
+    # The same reason, word for word: synth's one line holds preflight's.
+    assert checks[0].reason.startswith(reason) and checks[0].reason in str(refused.value), checks[0].reason
+
+
+def test_preflight_refuses_an_acknowledgement_the_lock_records_as_deployed(tmp_path, fsx_synth):
+    """After the deploy that moved the file system, the lock records the acknowledgement: preflight, like synth,
+    refuses it when the config keeps it (the deployed templates already hold the new subnet)."""
+    moved, config = _fsx_az_move(None, fsx_synth)  # type: ignore[arg-type]
+    entry = {"resource": f"{STORAGE}/SharedFileSystem983B48B7", "field": "SubnetIds"}
+    acknowledging = parse_config(mutate({"acknowledge_replacement": [entry]}, fsx_config_data()))
+    locks = tmp_path / "locks"
+    write_atomically(lock_path(locks, config.project),
+                     {**snapshot(moved, config.project), "acknowledged": [{**entry, "deletes_data": False}]})
+    stacks = _cdk_out(tmp_path / "cdk.out", fsx_synth, moved)
+    cloudformation = boto3.client("cloudformation", region_name=config.region)
+    stub = Stubber(cloudformation)
+    for name in stacks:
+        stub.add_response("get_template", {"TemplateBody": json.dumps(moved[name])},
+                          {"StackName": name, "TemplateStage": "Original"})
+    with stub:
+        checks = pf.check_replacement(acknowledging, Clients(config.region, preset={"cloudformation": cloudformation}),
+                                      tmp_path / "cdk.out", lock_dir=locks)
+    reason = (f"{STORAGE}/SharedFileSystem983B48B7/SubnetIds was acknowledged for the deploy the lock records, which "
+              "made that replacement: remove the entry")
+    assert [(c.verdict, c.reason.startswith(reason)) for c in checks] == [("fail", True)], checks
+    with pytest.raises(ConfigError, match="was acknowledged for the deploy the lock records"):
+        guard_replacement(acknowledging, moved, locks)

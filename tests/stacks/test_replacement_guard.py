@@ -40,6 +40,12 @@ def _config(data=None, **hyperpod):
     return parse_config(data, "test.yaml")
 
 
+def _acknowledging(*names, data=None):
+    """The config with each (resource, field) in acknowledge_replacement."""
+    acknowledgements = [{"resource": resource, "field": field} for resource, field in names]
+    return parse_config(mutate({"acknowledge_replacement": acknowledgements}, data), "test.yaml")
+
+
 @pytest.fixture
 def lock_dir(tmp_path, default_synth):
     """A lock of the deployed default app, as `make deploy` leaves it."""
@@ -76,7 +82,7 @@ def test_an_accepted_replacement_that_is_never_deployed_leaves_the_lock_alone(lo
     """Bypass (a): the old guard rewrote the lock at synth, so the deployed config was then refused."""
     replaced = _edited(default_synth.templates, "hyperpod-dev-hyperpod", _cluster_id(default_synth),
                        lambda p: p.update(ClusterName="renamed"))
-    guard_replacement(_config(allow_cluster_replacement=True), replaced, lock_dir)
+    guard_replacement(_acknowledging((CLUSTER, "ClusterName")), replaced, lock_dir)
     guard_replacement(default_synth.config, default_synth.templates, lock_dir)  # the deployed config still passes
 
 
@@ -106,7 +112,7 @@ def test_a_change_that_replaces_a_deployed_resource_is_refused(lock_dir, default
     with pytest.raises(ConfigError) as caught:
         guard_replacement(default_synth.config, templates, lock_dir)
     message = str(caught.value)
-    assert "REPLACE deployed resources" in message and "allow_cluster_replacement" in message
+    assert "REPLACE deployed resources" in message and "acknowledge_replacement" in message
     assert words in message, message
     assert "\n" not in message
 
@@ -134,7 +140,7 @@ def test_a_change_hyperpod_does_not_make_to_a_deployed_group_is_refused_whatever
     group (infra.guards.create_only): accepting a replacement changes nothing, the deploy would fail anyway."""
     templates = _edited(default_synth.templates, "hyperpod-dev-hyperpod", "HyperPodCluster11759092",
                         lambda p: edit(p["InstanceGroups"][0]))
-    for config in (default_synth.config, _config(allow_cluster_replacement=True)):
+    for config in (default_synth.config, _acknowledging((CLUSTER, "ClusterName"))):
         with pytest.raises(ConfigError) as caught:
             guard_replacement(config, templates, lock_dir)
         message = str(caught.value)
@@ -154,7 +160,7 @@ def test_a_replaced_cluster_takes_new_groups_without_a_group_refusal(lock_dir, d
     with pytest.raises(ConfigError, match="REPLACE deployed resources.*ClusterName changes") as caught:
         guard_replacement(default_synth.config, templates, lock_dir)
     assert "InstanceType" not in str(caught.value)
-    guard_replacement(_config(allow_cluster_replacement=True), templates, lock_dir)
+    guard_replacement(_acknowledging((CLUSTER, "ClusterName")), templates, lock_dir)
 
 
 def test_the_type_list_of_a_deployed_flexible_group_may_change_but_not_its_form(tmp_path, default_synth):
@@ -177,7 +183,7 @@ def test_the_type_list_of_a_deployed_flexible_group_may_change_but_not_its_form(
         guard_replacement(default_synth.config, default_synth.templates, tmp_path)
     assert "InstanceType changes from null to 'ml.g5.8xlarge'" in str(caught.value)
     with pytest.raises(ConfigError, match="HyperPod does not change these"):
-        guard_replacement(_config(allow_cluster_replacement=True), default_synth.templates, tmp_path)
+        guard_replacement(_acknowledging((CLUSTER, "ClusterName")), default_synth.templates, tmp_path)
 
 
 EKS_CLUSTER = ("hyperpod-dev-eks", "ControlPlaneCluster8AFA2E51")
@@ -199,7 +205,7 @@ def test_a_kubernetes_version_change_eks_does_not_make_is_refused(lock_dir, defa
     deploy (EKS upgrades one minor version at a time and rolls back one), whatever the config accepts; the message
     says how to record a version changed outside CloudFormation."""
     templates = _edited(default_synth.templates, *EKS_CLUSTER, lambda p: p.update(Version=version))
-    for config in (default_synth.config, _config(allow_cluster_replacement=True)):
+    for config in (default_synth.config, _acknowledging(("/".join(EKS_CLUSTER), "Version"))):
         with pytest.raises(ConfigError) as caught:
             guard_replacement(config, templates, lock_dir)
         message = str(caught.value)
@@ -231,19 +237,25 @@ def test_a_replaced_eks_cluster_may_start_at_any_version(lock_dir, default_synth
     templates = _edited(default_synth.templates, *EKS_CLUSTER, edit)
     with pytest.raises(ConfigError, match="REPLACE deployed resources"):
         guard_replacement(default_synth.config, templates, lock_dir)
-    guard_replacement(_config(allow_cluster_replacement=True), templates, lock_dir)
+    guard_replacement(_acknowledging(("/".join(EKS_CLUSTER), "Name")), templates, lock_dir)
 
 
 def test_a_replacement_is_accepted_when_the_config_says_so_and_reported_as_a_warning(lock_dir, default_synth,
                                                                                      capsys):
     templates = _edited(default_synth.templates, "hyperpod-dev-network", "NetworkVpcFAC8F4A5",
                         lambda p: p.update(CidrBlock="10.100.0.0/16"))
+    config = _acknowledging(("hyperpod-dev-network/NetworkVpcFAC8F4A5", "CidrBlock"))
     warnings: list[str] = []
-    guard_replacement(_config(allow_cluster_replacement=True), templates, lock_dir, warn=warnings.append)
+    candidate = guard_replacement(config, templates, lock_dir, warn=warnings.append)
     assert warnings == ["hyperpod-dev-network/NetworkVpcFAC8F4A5 (AWS::EC2::VPC) CidrBlock changes from "
-                        "'10.192.0.0/16' to '10.100.0.0/16' (accepted by hyperpod.allow_cluster_replacement)"]
+                        "'10.192.0.0/16' to '10.100.0.0/16': a new AWS::EC2::VPC; so replaced too: "
+                        f"{CLUSTER}, a new HyperPod cluster (every node is terminated with the jobs it runs) "
+                        "(acknowledged in acknowledge_replacement)"]
+    # The candidate records what it accepted, for the lock of that deploy.
+    assert candidate["acknowledged"] == [{"resource": "hyperpod-dev-network/NetworkVpcFAC8F4A5", "field": "CidrBlock",
+                                          "deletes_data": False}]
     # By default (app.py) one line on stderr each.
-    guard_replacement(_config(allow_cluster_replacement=True), templates, lock_dir)
+    guard_replacement(config, templates, lock_dir)
     assert capsys.readouterr().err == f"warning: {warnings[0]}\n"
 
 

@@ -22,7 +22,7 @@ NAMESPACE = "kube-system"
 __all__ = ["HANDLER_DIR", "HELM_TIMEOUT_MINUTES", "NAMESPACE", "RELEASE_NAME", "HyperPodDependenciesChart"]
 
 
-def chart_source(scope: Construct, chart: ChartConfig) -> ChartSource:
+def chart_source(scope: Construct, chart: ChartConfig, *, allow_paths_outside_project: bool = False) -> ChartSource:
     """The chart's source per ``ChartConfig.source``."""
     if chart.source == "git":
         return ChartSource.git(chart.git_repository, chart.revision, chart.chart_path)
@@ -31,7 +31,8 @@ def chart_source(scope: Construct, chart: ChartConfig) -> ChartSource:
         return ChartSource.oci(chart.oci_uri, chart.version)
     assert chart.local_path is not None
     check_vendored_revision(chart)
-    return ChartSource.local(scope, "ChartAsset", chart.local_path)
+    return ChartSource.local(scope, "ChartAsset", chart.local_path, key="hyperpod.dependencies_chart.local_path",
+                             allow_paths_outside_project=allow_paths_outside_project)
 
 
 def check_vendored_revision(chart: ChartConfig) -> None:
@@ -57,7 +58,8 @@ class HyperPodDependenciesChart(Construct):
     there), and one ``HelmRelease``, ``self.release``. The chart comes from, per ``ChartConfig.source``:
       - ``git`` (default): the public repository at the pinned commit ``revision`` (never a branch);
       - ``oci``: ``oci_uri`` at the pinned ``version`` (for teams that mirror the chart);
-      - ``local``: a chart directory in this repository, uploaded as a CDK asset.
+      - ``local``: a chart directory in this repository, uploaded as a CDK asset (a symbolic link in it that
+        leads out of it is refused unless ``allow_paths_outside_project``).
     ``health-monitoring-agent.region`` is set to the stack's region (by the handler) unless the chart values
     in config set it.
 
@@ -78,6 +80,7 @@ class HyperPodDependenciesChart(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         eks_cluster_name: str | None = None,
+        allow_paths_outside_project: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         # "Default" is left out of logical IDs: the installer's resources keep the IDs they had when this
@@ -94,7 +97,7 @@ class HyperPodDependenciesChart(Construct):
             installer=self.installer,
             release_name=RELEASE_NAME,
             namespace=NAMESPACE,
-            chart=chart_source(self, chart),
+            chart=chart_source(self, chart, allow_paths_outside_project=allow_paths_outside_project),
             values=chart.values,
             # Installed before the HyperPod cluster, when the EKS cluster has no node: its operators'
             # Deployments cannot be ready yet, so helm must not wait for them (AWS installs it the same way).

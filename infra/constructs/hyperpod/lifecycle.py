@@ -12,7 +12,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk.region_info import RegionInfo
 from constructs import Construct
 
-from infra.config import LifecycleOptions
+from infra.config import LifecycleOptions, refuse_links_leaving
 from infra.constructs.common import acknowledge, nag_name
 from infra.constructs.hyperpod.lifecycle_render import render_lifecycle_env
 from infra.errors import ConfigError
@@ -21,11 +21,14 @@ LIFECYCLE_PREFIX = "lifecycle"
 CONFIG_FILE_NAME = "lifecycle_config.env"
 
 
-def check_lifecycle_dir(directory: Path, on_create: str) -> Path:
-    """Refuse, at synth, a scripts directory HyperPod would fail on with an opaque node error."""
+def check_lifecycle_dir(directory: Path, on_create: str, *, allow_paths_outside_project: bool = False) -> Path:
+    """Refuse, at synth, a scripts directory HyperPod would fail on with an opaque node error, or one holding a
+    symbolic link that leads out of it (``refuse_links_leaving``: its target would be uploaded to the bucket every
+    node reads)."""
     key = "hyperpod.lifecycle_scripts_dir"
     if not directory.is_dir():
         raise ConfigError(key, str(directory), "no such directory")
+    refuse_links_leaving(key, directory, allowed=allow_paths_outside_project)
     script = directory / on_create
     if not script.is_file():
         raise ConfigError("hyperpod.on_create_script", on_create, f"not found in {directory}")
@@ -61,8 +64,9 @@ class LifecycleScripts(Construct):
     (SSE-S3), versioned, TLS-only, with public access blocked and server access logs in a second bucket.
     With ``removal_policy`` DESTROY both buckets are emptied of every object version before CloudFormation
     deletes them (aws-cdk-lib's ``auto_delete_objects``), else a versioned bucket ends DELETE_FAILED.
-    The scripts directory is checked at synth (``check_lifecycle_dir``) and uploaded at deploy time with
-    the rendered ``lifecycle_config.env`` beside them; nothing is fetched from the internet.
+    The scripts directory is checked at synth (``check_lifecycle_dir``; a symbolic link in it that leads out of it
+    is refused unless ``allow_paths_outside_project``) and uploaded at deploy time with the rendered
+    ``lifecycle_config.env`` beside them; nothing is fetched from the internet.
 
     Pass ``bucket`` to use an existing bucket instead of creating one.
     """
@@ -79,10 +83,11 @@ class LifecycleScripts(Construct):
         bucket: s3.IBucket | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+        allow_paths_outside_project: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         scripts_dir = scripts_dir.resolve()  # the packaged copy is a link to the repository's scripts
-        check_lifecycle_dir(scripts_dir, on_create)
+        check_lifecycle_dir(scripts_dir, on_create, allow_paths_outside_project=allow_paths_outside_project)
         self.on_create = on_create
         self.access_log_bucket: s3.Bucket | None = None
         # aws-cdk-lib's handler lists object versions and delete markers, denies s3:PutObject (server access
