@@ -15,6 +15,7 @@ from botocore.exceptions import (
 from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
+from botocore.parsers import ResponseParserError
 
 # The exit-code table, shown in `hpctl --help` and docs/hpctl.md.
 EXIT_OK = 0
@@ -25,6 +26,11 @@ EXIT_AWS = (
 )
 EXIT_TIMEOUT = 4  # `wait` or `update-software --wait` gave up before the cluster settled
 EXIT_INTERRUPTED = 130  # Ctrl-C
+
+# What an AWS call can raise: an error AWS answered, an SDK error (credentials, network), and an answer botocore
+# cannot read (botocore/parsers.py: ResponseParserError derives from Exception, not BotoCoreError; the XML protocols
+# raise it on a body that is not XML, e.g. a proxy's HTML page).
+AWS_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
 
 EXIT_CODE_TABLE = """exit codes:
   0  success (no drift, every check passed, every node accepted)
@@ -80,6 +86,10 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+# botocore's parser error quotes the whole body it could not read: the start of it is enough to recognise a page.
+_PARSER_ERROR_CHARS = 160
+
+
 def describe_aws_error(error: Exception, region: str | None = None) -> tuple[str, int]:
     """One line naming what went wrong and what to do, plus the exit code."""
     line, code = _describe(error, region)
@@ -120,4 +130,12 @@ def _describe(error: Exception, region: str | None) -> tuple[str, int]:
         return f"invalid request: {error}", EXIT_USAGE
     if isinstance(error, BotoCoreError):
         return f"AWS SDK error: {error}", EXIT_AWS
+    if isinstance(error, ResponseParserError):
+        first = one_line(str(error))
+        first = first if len(first) <= _PARSER_ERROR_CHARS else first[:_PARSER_ERROR_CHARS] + "..."
+        return (
+            f"the answer to an AWS request could not be read ({first}): something other than AWS answered, "
+            "e.g. a proxy or firewall page; check HTTPS_PROXY, the network and the region, or retry with --debug",
+            EXIT_AWS,
+        )
     return f"{type(error).__name__}: {error}", EXIT_FAILED
