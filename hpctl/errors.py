@@ -32,13 +32,56 @@ EXIT_INTERRUPTED = 130  # Ctrl-C
 # raise it on a body that is not XML, e.g. a proxy's HTML page).
 AWS_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
 
-EXIT_CODE_TABLE = """exit codes:
-  0  success (no drift, every check passed, every node accepted)
-  1  drift found, a check or node operation or software update failed, the cluster is Failed,
-     connect opened no session, or aborted
-  2  usage or configuration error (also: confirmation needed but stdin is not a terminal)
-  3  AWS error (access denied, throttled after retries, not found, no credentials, endpoint unreachable)
-  4  timeout (wait, update-software --wait)"""
+# What each code means, for `hpctl --help` and docs/hpctl.md.
+_EXIT_MEANINGS = {
+    EXIT_OK: "success (no drift, every check passed, every node accepted)",
+    EXIT_FAILED: "drift found, a check or node operation or software update failed, the cluster is Failed,\n"
+    "     connect opened no session, or aborted",
+    EXIT_USAGE: "usage or configuration error (also: confirmation needed but stdin is not a terminal)",
+    EXIT_AWS: "AWS error (access denied, throttled after retries, not found, no credentials, endpoint unreachable)",
+    EXIT_TIMEOUT: "timeout (wait, update-software --wait)",
+}
+
+_AWS = _EXIT_MEANINGS[EXIT_AWS]
+_USAGE = "usage or configuration error"
+_CONFIRM = f"{_USAGE} (also: confirmation needed but stdin is not a terminal)"
+# The codes each command can return and what they mean there, for its --help. A command not listed shows them all.
+COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
+    "clusters": {EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "status": {EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "nodes": {EXIT_USAGE: f"{_USAGE} (also: no such --group)", EXIT_AWS: _AWS},
+    "events": {EXIT_USAGE: f"{_USAGE} (also: no such --group)", EXIT_AWS: _AWS},
+    "wait": {EXIT_FAILED: "the cluster is Failed", EXIT_USAGE: _USAGE, EXIT_AWS: _AWS,
+             EXIT_TIMEOUT: "timeout: the cluster did not settle in time"},
+    "quotas": {EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "connect": {EXIT_FAILED: "no session was opened", EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "ssh-config": {EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "reboot": {EXIT_FAILED: "a node was refused, or the prompt was answered no", EXIT_USAGE: _CONFIRM,
+               EXIT_AWS: _AWS},
+    "replace": {EXIT_FAILED: "a node was refused, or the prompt was answered no", EXIT_USAGE: _CONFIRM,
+                EXIT_AWS: _AWS},
+    "update-software": {EXIT_FAILED: "the update failed or rolled back, or the prompt was answered no",
+                        EXIT_USAGE: _CONFIRM, EXIT_AWS: _AWS,
+                        EXIT_TIMEOUT: "timeout: --wait gave up before the update finished"},
+    "kubeconfig": {EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "drift": {EXIT_FAILED: "drift found", EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "preflight": {EXIT_FAILED: "a check failed", EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "pre-destroy": {EXIT_FAILED: "something of this cluster is still in the VPC, or the prompt was answered no",
+                    EXIT_USAGE: _CONFIRM, EXIT_AWS: _AWS},
+    "render-examples": {EXIT_USAGE: _USAGE},
+    "plan": {EXIT_USAGE: _USAGE, EXIT_AWS: f"{_AWS} (--from-events)"},
+}
+
+
+def exit_code_table(command: str | None = None) -> str:
+    """The `exit codes:` block of a command's --help: only the codes it can return; all of them for hpctl's own."""
+    meanings = dict(_EXIT_MEANINGS)
+    if command in COMMAND_EXIT_CODES:
+        meanings = {EXIT_OK: "success", **COMMAND_EXIT_CODES[command]}
+    return "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in sorted(meanings.items()))
+
+
+EXIT_CODE_TABLE = exit_code_table()
 
 
 class HpctlError(Exception):

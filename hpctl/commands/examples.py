@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from hpctl import examples
 from hpctl.commands.options import add_command, bounded, positive
 from hpctl.errors import EXIT_OK, UsageError
@@ -19,7 +21,10 @@ def cmd_render_examples(args: argparse.Namespace, t: Target, clients: Any) -> in
         raise UsageError(f"--checkpoint-interval-minutes must be more than zero, got {minutes:g}")
     files = examples.render(t.cfg, gpus=args.gpus, efa=args.efa, checkpoint_interval_minutes=minutes)
     if args.out == "-":
-        print(examples.stream(files), end="")
+        if args.json:  # each file's Kubernetes objects, by file name
+            print_json({name: list(yaml.safe_load_all(text)) for name, text in files.items()})
+        else:
+            print(examples.stream(files), end="")
         return EXIT_OK
     written, removed = examples.write(files, Path(args.out))
     if args.json:

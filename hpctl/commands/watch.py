@@ -12,7 +12,7 @@ from hpctl import cluster as api
 from hpctl import nodes as nodeops
 from hpctl import wait as waiting
 from hpctl.commands.options import add_command, add_polling, interval, level, positive
-from hpctl.commands.selection import add_selection, selected_nodes
+from hpctl.commands.selection import add_selection, check_groups, selected_nodes
 from hpctl.commands.terminal import err
 from hpctl.errors import EXIT_OK, EXIT_TIMEOUT, UsageError
 from hpctl.output import fields, print_json, print_table, table, to_json
@@ -193,10 +193,17 @@ def cmd_events(args: argparse.Namespace, t: Target, clients: Any) -> int:
     min_level = api.LEVELS.index(args.level) if args.level else 0
     node = api.normalize_node_id(args.node) if args.node else None
     sm = clients("sagemaker")
+    groups = list(dict.fromkeys(args.group))
+    if groups:  # an unknown group is an error, as in `nodes`, not an empty table
+        check_groups(api.describe_cluster(sm, t.cluster), groups)
+    # ListClusterEvents filters on one InstanceGroupName: several groups are asked for together and kept here.
+    one_group = groups[0] if len(groups) == 1 else None
 
     def fetch(since: dt.datetime | None) -> list[dict[str, Any]]:
         picked: list[dict[str, Any]] = []
-        for event in api.iter_events(sm, t.cluster, after=since, before=before, group=args.group, node=node):
+        for event in api.iter_events(sm, t.cluster, after=since, before=before, group=one_group, node=node):
+            if groups and event.get("InstanceGroupName") not in groups:
+                continue
             event_level = event.get("EventLevel", "Info")
             if (api.LEVELS.index(event_level) if event_level in api.LEVELS else 0) >= min_level:
                 picked.append(event)
@@ -298,7 +305,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--since", help="only events after this: a duration back from now (2h) or an ISO time")
     p.add_argument("--until", help="only events before this: a duration back from now or an ISO time")
-    p.add_argument("--group", help="only events of this instance group")
+    add_selection(p, group="only events of this instance group (repeatable)")
     p.add_argument("--node", help="only events of this node (i-... or hyperpod-i-...)")
     p.add_argument("--limit", type=positive, default=50, help="show at most this many, the newest (default 50)")
     p.add_argument("--follow", "-f", action="store_true", help="keep polling and print new events until Ctrl-C")

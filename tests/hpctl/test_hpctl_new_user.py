@@ -3,13 +3,16 @@ VPC, removing a group that has nodes, the flags and the messages outside the rep
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
-from hpctl_testkit import CLUSTER, REGION, stubbed
+from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, stubbed
+
+from hpctl.commands import terminal
 
 BASE = ("--cluster", CLUSTER, "--region", REGION)
 
@@ -41,3 +44,88 @@ def test_an_answer_botocore_cannot_parse_is_one_line_and_exit_3(run, config_file
     assert code == 3, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert "could not be read" in err and "proxy" in err
+
+
+# --- flags and output ------------------------------------------------------------------------------
+
+
+def _groups(*names: str) -> list[dict[str, Any]]:
+    return [{"InstanceGroupName": n, "InstanceType": "ml.g5.8xlarge", "CurrentCount": 1, "TargetCount": 1,
+             "ExecutionRole": "arn:aws:iam::123456789012:role/x", "ThreadsPerCore": 1,
+             "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lc/s", "OnCreate": "on_create.sh"}} for n in names]
+
+
+def _event(n: int, group: str) -> dict[str, Any]:
+    return {"EventId": f"e{n}", "ClusterArn": CLUSTER_ARN, "ClusterName": CLUSTER, "ResourceType": "Instance",
+            "InstanceGroupName": group, "InstanceId": "i-0aaaaaaaaaaaaaaa1", "EventLevel": "Info",
+            "EventTime": dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(minutes=n),
+            "Description": f"event {n} of {group}"}
+
+
+def test_events_group_is_repeatable(run) -> None:
+    client, stub = stubbed("sagemaker")
+    stub.add_response("describe_cluster", cluster_description(groups=_groups("a", "b", "c")))
+    stub.add_response("list_cluster_events", {"Events": [_event(3, "c"), _event(2, "b"), _event(1, "a")]},
+                      {"ClusterName": CLUSTER, "SortBy": "EventTime", "SortOrder": "Descending", "MaxResults": 100})
+    code, records = run.json("events", *BASE, "--group", "a", "--group", "b", clients={"sagemaker": client})
+    assert code == 0
+    assert [r["group"] for r in records] == ["a", "b"]
+
+
+def test_an_unknown_group_is_the_same_error_in_events_and_nodes(run) -> None:
+    errors = []
+    for command in ("events", "nodes"):
+        client, stub = stubbed("sagemaker")
+        stub.add_response("describe_cluster", cluster_description(groups=_groups("a")))
+        code, out, err = run(command, *BASE, "--group", "nope", clients={"sagemaker": client})
+        assert code == 2 and out == "", (command, err)
+        errors.append(err)
+    assert errors[0] == errors[1] and "no instance group nope" in errors[0] and "have: a" in errors[0]
+
+
+def test_update_software_has_one_batch_wait_and_the_old_spelling_warns(run) -> None:
+    code, out, _ = run("update-software", "--help")
+    assert "--batch-wait SECONDS" in out and "deprecated: use --batch-wait" in out
+    requests = []
+    for flag in ("--batch-wait", "--wait-interval"):
+        client, stub = stubbed("sagemaker")
+        stub.add_response("describe_cluster", cluster_description())
+        code, request = run.json("update-software", *BASE, flag, "120", "--batch-size", "1", "--dry-run",
+                                 clients={"sagemaker": client})
+        assert code == 0
+        requests.append(request)
+    assert requests[0] == requests[1] and requests[0]["DeploymentConfig"]["WaitIntervalInSeconds"] == 120
+    client, stub = stubbed("sagemaker")
+    stub.add_response("describe_cluster", cluster_description())
+    _, _, err = run("update-software", *BASE, "--wait-interval", "120", "--dry-run", clients={"sagemaker": client})
+    assert "--wait-interval is deprecated, use --batch-wait" in err
+
+
+def test_render_examples_json_without_out_is_json(run, config_file: Path) -> None:
+    code, rendered = run.json("render-examples", "--config", str(config_file))
+    assert code == 0
+    assert rendered and all(isinstance(docs, list) and all("kind" in d for d in docs) for docs in rendered.values())
+
+
+@pytest.mark.parametrize(("command", "has", "lacks"), [
+    ("status", ["0  success", "2  ", "3  AWS error"], ["1  ", "4  "]),
+    ("drift", ["1  drift found"], ["4  "]),
+    ("wait", ["1  the cluster is Failed", "4  timeout"], []),
+    ("render-examples", ["2  "], ["1  ", "3  ", "4  "]),
+])
+def test_each_commands_help_lists_only_its_exit_codes(run, command: str, has: list[str], lacks: list[str]) -> None:
+    _, out, _ = run(command, "--help")
+    codes = out.split("exit codes:")[1]
+    assert all(line in codes for line in has), codes
+    assert not any(f"\n  {line}" in codes for line in lacks), codes
+
+
+def test_the_refusal_without_a_terminal_is_one_line(run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(terminal, "_stdin_is_terminal", lambda: False)
+    client, _ = stubbed("sagemaker")
+    nodes = [f"i-0{n:016x}" for n in range(12)]
+    code, _, err = run("reboot", *nodes, *BASE, clients={"sagemaker": client})
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"hpctl: needs confirmation but stdin is not a terminal: pass --yes to reboot 12 node(s) of cluster {CLUSTER} "
+        f"({REGION})"]
