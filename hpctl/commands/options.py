@@ -21,7 +21,8 @@ def add_common(parser: argparse.ArgumentParser, suppress: bool) -> None:
     where.add_argument(
         "--cluster", help="HyperPod cluster name or ARN (default: hyperpod.cluster_name of the config)", **unset
     )
-    where.add_argument("--config", help="the app's config file (default: config/default.yaml)", **unset)
+    where.add_argument("--config", help="the app's config file (default: $HPCTL_CONFIG, else config/default.yaml)",
+                       **unset)
     where.add_argument(
         "--region",
         help="AWS region (default: the cluster ARN's, else AWS_REGION/AWS_DEFAULT_REGION/profile, else the config)",

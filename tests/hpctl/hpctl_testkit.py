@@ -26,7 +26,7 @@ ROLE = f"arn:aws:iam::{ACCOUNT}:role/hp-exec"
 @pytest.fixture(autouse=True)
 def fake_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Fake credentials, no instance metadata, no user AWS config: nothing can reach real AWS."""
-    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "HPCTL_CONFIG"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -129,3 +129,25 @@ def test_the_refusal_without_a_terminal_is_one_line(run, monkeypatch: pytest.Mon
     assert err.strip().splitlines() == [
         f"hpctl: needs confirmation but stdin is not a terminal: pass --yes to reboot 12 node(s) of cluster {CLUSTER} "
         f"({REGION})"]
+
+
+# --- outside the repository ------------------------------------------------------------------------
+
+
+def test_outside_the_repository_a_missing_config_says_what_to_pass(run, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("status", "--region", REGION)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == ["hpctl: no config file: pass --cluster or --config, or set HPCTL_CONFIG to "
+                                        "one (config/default.yaml is read only in the repository)"]
+    code, _, err = run("drift", "--region", REGION)
+    assert code == 2 and "no config file: pass --config, or set HPCTL_CONFIG" in err
+
+
+def test_hpctl_config_names_the_config(run, config_file: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HPCTL_CONFIG", str(config_file))
+    code, rendered = run.json("render-examples")
+    assert code == 0 and rendered
+    code, _, err = run("render-examples", "--config", str(tmp_path / "other.yaml"))  # --config comes first
+    assert code == 2 and "other.yaml" in err
