@@ -151,3 +151,41 @@ def test_hpctl_config_names_the_config(run, config_file: Path, tmp_path: Path, m
     assert code == 0 and rendered
     code, _, err = run("render-examples", "--config", str(tmp_path / "other.yaml"))  # --config comes first
     assert code == 2 and "other.yaml" in err
+
+
+# --- clusters ---------------------------------------------------------------------------------------------------
+
+
+def _summary(n: int) -> dict[str, Any]:
+    return {"ClusterArn": f"arn:aws:sagemaker:{REGION}:123456789012:cluster/c{n:011d}", "ClusterName": f"c{n}",
+            "CreationTime": dt.datetime(2026, 1, 1, tzinfo=dt.UTC), "ClusterStatus": "InService"}
+
+
+def test_one_unreadable_cluster_is_marked_denied_and_the_rest_are_listed(run) -> None:
+    client, stub = stubbed("sagemaker")
+    stub.add_response("list_clusters", {"ClusterSummaries": [_summary(1), _summary(2)]})
+    stub.add_client_error("describe_cluster", "AccessDeniedException", "not authorized to DescribeCluster on c1",
+                          http_status_code=400)
+    stub.add_response("describe_cluster", cluster_description())
+    stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": []})
+    code, out, err = run("clusters", "--region", REGION, clients={"sagemaker": client})
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert set(rows) == {"c1", "c2"} and "denied" in rows["c1"] and "3/3" in rows["c2"]
+    assert "1 cluster(s) could not be read: c1 denied" in err
+
+
+def test_a_long_listing_shows_its_progress(run) -> None:
+    code, data = run.json("clusters", "--region", REGION, clients={"sagemaker": _stub_clusters(25)})
+    assert code == 0 and len(data) == 25
+    _, _, err = run("clusters", "--region", REGION, clients={"sagemaker": _stub_clusters(25)})
+    assert "read 10 of 25 clusters" in err and "read 20 of 25 clusters" in err
+
+
+def _stub_clusters(count: int) -> Any:
+    client, stub = stubbed("sagemaker")
+    stub.add_response("list_clusters", {"ClusterSummaries": [_summary(n) for n in range(count)]})
+    for _ in range(count):
+        stub.add_response("describe_cluster", cluster_description())
+        stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": []})
+    return client
