@@ -10,8 +10,11 @@ from typing import Any
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
-from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, stubbed
+from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, config_data, stubbed
+from moto import mock_aws
+from test_hpctl_leftovers_predestroy import _adopting, _vpc_with_leftovers
 
+from hpctl import predestroy
 from hpctl.commands import terminal
 
 BASE = ("--cluster", CLUSTER, "--region", REGION)
@@ -189,3 +192,33 @@ def _stub_clusters(count: int) -> Any:
         stub.add_response("describe_cluster", cluster_description())
         stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": []})
     return client
+
+
+# --- pre-destroy --------------------------------------------------------------------------------------------------
+
+
+@mock_aws
+def test_pre_destroy_in_a_shared_vpc_exits_0_once_this_clusters_are_gone(run, write_config) -> None:
+    """Another team's untagged ENI in a VPC the config adopts blocks nothing of this cluster's."""
+    vpc, ids = _vpc_with_leftovers()
+    path = write_config(_adopting(vpc))
+    code, out, _ = run("pre-destroy", "--config", str(path))
+    assert code == 1 and "to delete (--delete)" in out  # this cluster's load balancer and ENI are still there
+    code, out, err = run("pre-destroy", "--config", str(path), "--delete", "--yes")
+    assert code == 0, err
+    rows = {line.split()[2 if line.startswith(("load balancer", "network interface")) else 1]: line
+            for line in out.splitlines()[1:] if line.strip()}
+    assert rows[ids["cni"]].rstrip().endswith("deleted") and rows[ids["ours"]].rstrip().endswith("deleted")
+    assert "left alone: not this cluster's (shared VPC" in rows[ids["other"]]
+
+
+@mock_aws
+def test_pre_destroy_in_the_projects_own_vpc_counts_anyones_blocker(run, write_config, monkeypatch) -> None:
+    """The destroy deletes the project's own VPC: another team's interface in it still blocks that."""
+    vpc, ids = _vpc_with_leftovers()
+    monkeypatch.setattr(predestroy, "vpc_id", lambda cfg, clients: vpc)  # the network stack's VPC
+    path = write_config(config_data())
+    code, deleted = run.json("pre-destroy", "--config", str(path), "--delete", "--yes")
+    assert code == 1 and deleted["shared_vpc"] is False
+    blocking = {b["id"] for b in deleted["blockers"] if b["blocks"]}
+    assert blocking == {ids["other"], ids["theirs"]}
