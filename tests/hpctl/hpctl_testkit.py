@@ -133,6 +133,15 @@ def offer_every_type(stub: Stubber, cfg: Any) -> list[str]:
     return asked
 
 
+def names_are_free(eks_stub: Stubber, cloudformation_stub: Stubber, stacks: list[str], project: str = "hp") -> None:
+    """Stub preflight's names check (its last): no EKS cluster `<project>-eks`, no stack of those names."""
+    eks_stub.add_client_error("describe_cluster", "ResourceNotFoundException", f"No cluster found for name: "
+                              f"{project}-eks.", 404, expected_params={"name": f"{project}-eks"})
+    for stack in stacks:
+        cloudformation_stub.add_client_error("describe_stacks", "ValidationError", f"Stack with id {stack} does not "
+                                             "exist", expected_params={"StackName": stack})
+
+
 class Runner:
     """Runs `hpctl.cli.main` with injected clients and captures exit code, stdout and stderr."""
 

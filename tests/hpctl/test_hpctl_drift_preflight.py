@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import boto3
 import pytest
-from hpctl_testkit import CLUSTER, REGION, config_data, moto_cluster, offer_every_type, stubbed
+from hpctl_testkit import CLUSTER, REGION, config_data, moto_cluster, names_are_free, offer_every_type, stubbed
 from moto import mock_aws
 
 from hpctl import preflight as pf
@@ -833,7 +833,8 @@ def _stubs(quota: float, instances: list, cdk_out: Path) -> dict:
     _assembly(cdk_out, {"hp-eks": EKS_TEMPLATE, "hp-hyperpod": HP_TEMPLATE})
     for stack in ("hp-eks", "hp-hyperpod"):
         cf_stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
-    eks, _ = _eks_with_schema(TEST_SCHEMA, k8s_status="STANDARD_SUPPORT")
+    eks, eks_stub = _eks_with_schema(TEST_SCHEMA, k8s_status="STANDARD_SUPPORT")
+    names_are_free(eks_stub, cf_stub, ["hp-eks", "hp-hyperpod"])
     return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf, "eks": eks}
 
 
@@ -875,6 +876,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
         "resource-types observability.dashboard": "pass",
         "chart-source": "pass",
         "no-replace": "pass",
+        "names": "pass",
     }
 
 
@@ -906,6 +908,7 @@ def test_preflight_an_eks_error_on_the_schema_is_a_warning(
     stub.add_response("describe_addon_versions", _default_page({"v1.0.3-eksbuild.1": True}))
     stub.add_client_error("describe_addon_configuration", "ResourceNotFoundException",
                           "No addon: amazon-sagemaker-hyperpod-observability found in version")
+    stub.add_client_error("describe_cluster", "ResourceNotFoundException", "No cluster found for name: hp-eks.", 404)
     clients["eks"] = eks
     code, data = run.json(
         "preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients

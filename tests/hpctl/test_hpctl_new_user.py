@@ -14,8 +14,10 @@ from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, con
 from moto import mock_aws
 from test_hpctl_leftovers_predestroy import _adopting, _vpc_with_leftovers
 
-from hpctl import predestroy
+from hpctl import predestroy, preflight
+from hpctl.aws import Clients
 from hpctl.commands import terminal
+from infra.config import parse_config
 
 BASE = ("--cluster", CLUSTER, "--region", REGION)
 
@@ -222,3 +224,72 @@ def test_pre_destroy_in_the_projects_own_vpc_counts_anyones_blocker(run, write_c
     assert code == 1 and deleted["shared_vpc"] is False
     blocking = {b["id"] for b in deleted["blockers"] if b["blocks"]}
     assert blocking == {ids["other"], ids["theirs"]}
+
+
+# --- preflight: names already taken ------------------------------------------------------------------------------
+
+
+def _resources(resource_type: str, physical_id: str) -> dict[str, Any]:
+    """ListStackResources' answer (botocore's StackResourceSummary)."""
+    return {"StackResourceSummaries": [{"LogicalResourceId": "Cluster", "PhysicalResourceId": physical_id,
+                                        "ResourceType": resource_type, "ResourceStatus": "CREATE_COMPLETE",
+                                        "LastUpdatedTimestamp": dt.datetime(2026, 1, 1, tzinfo=dt.UTC)}]}
+
+
+def _stack(name: str, description: str) -> dict[str, Any]:
+    return {"Stacks": [{"StackName": name, "StackStatus": "CREATE_COMPLETE", "Description": description,
+                        "CreationTime": dt.datetime(2026, 1, 1, tzinfo=dt.UTC)}]}
+
+
+def _names(*, hyperpod_owner: str | None, eks_exists: bool, eks_stack_description: str | None) -> list:
+    cfg = parse_config(config_data())
+    eks, eks_stub = stubbed("eks")
+    cf, cf_stub = stubbed("cloudformation")
+    eks_arn = f"arn:aws:eks:{REGION}:123456789012:cluster/hp-eks"
+    if eks_exists:
+        eks_stub.add_response("describe_cluster", {"cluster": {"name": "hp-eks", "arn": eks_arn}}, {"name": "hp-eks"})
+    else:
+        eks_stub.add_client_error("describe_cluster", "ResourceNotFoundException", "No cluster found", 404)
+    cf_stub.add_response("list_stack_resources", _resources("AWS::SageMaker::Cluster", hyperpod_owner or "x")
+                         if hyperpod_owner else {"StackResourceSummaries": []}, {"StackName": "hp-hyperpod"})
+    if eks_exists:
+        cf_stub.add_client_error("list_stack_resources", "ValidationError", "Stack with id hp-eks does not exist")
+    if eks_stack_description is None:
+        cf_stub.add_client_error("describe_stacks", "ValidationError", "Stack with id hp-eks does not exist")
+    else:
+        cf_stub.add_response("describe_stacks", _stack("hp-eks", eks_stack_description), {"StackName": "hp-eks"})
+    cf_stub.add_client_error("describe_stacks", "ValidationError", "Stack with id hp-hyperpod does not exist")
+    deployed = cluster_description()
+    checks = preflight.check_names(cfg, Clients(REGION, preset={"eks": eks, "cloudformation": cf}), deployed,
+                                   ["hp-eks", "hp-hyperpod"])
+    cf_stub.assert_no_pending_responses()
+    return checks
+
+
+def test_preflight_fails_when_a_hyperpod_cluster_eks_cluster_or_stack_of_the_name_is_someone_elses() -> None:
+    checks = _names(hyperpod_owner=None, eks_exists=True, eks_stack_description="Team X's EKS cluster")
+    by_name = {c.name: c for c in checks}
+    assert all(c.verdict == preflight.FAIL for c in checks) and set(by_name) == {
+        f"name {CLUSTER}", "name hp-eks"}  # the EKS cluster's and the stack's share the name hp-eks
+    reasons = " | ".join(c.reason for c in checks)
+    assert (f"AWS::SageMaker::Cluster named {CLUSTER} already exists in {REGION} and stack hp-hyperpod did not "
+            "create it: choose another hyperpod.cluster_name") in reasons
+    assert f"aws sagemaker delete-cluster --cluster-name {CLUSTER} --region {REGION}" in reasons
+    assert "AWS::EKS::Cluster named hp-eks already exists" in reasons
+    assert "a stack named hp-eks already exists in us-west-2 and is not this app's" in reasons
+
+
+def test_preflight_passes_names_that_are_this_projects_own() -> None:
+    from hpctl_testkit import CLUSTER_ARN
+
+    checks = _names(hyperpod_owner=CLUSTER_ARN, eks_exists=False,
+                    eks_stack_description="HyperPod on EKS: EKS control plane, add-ons, access entries")
+    assert [(c.name, c.verdict) for c in checks] == [("names", preflight.PASS)]
+
+
+def test_the_apps_stacks_carry_the_description_preflight_recognises() -> None:
+    from infra.facts.names import STACK_COMPONENTS, STACK_DESCRIPTION_PREFIX
+    from stacks.app_builder import DESCRIPTIONS
+
+    assert set(DESCRIPTIONS) == set(STACK_COMPONENTS)
+    assert all(d.startswith(STACK_DESCRIPTION_PREFIX) for d in DESCRIPTIONS.values())
