@@ -69,10 +69,10 @@ def test_added_and_removed_groups(run, write_config) -> None:
         {"name": "new", "instance_type": "ml.g5.12xlarge", "instance_count": 2, "az_id": "usw2-az2"}
     )
     code, result = run.json("drift", "--config", str(write_config(data)))
-    assert code == 1 and result["refused"] is False
+    assert code == 1 and result["refused"] is True  # "old" has a node: synth refuses its removal unacknowledged
     assert {(c["group"], c["effect"]) for c in result["changes"]} == {
         ("new", "add group"),
-        ("old", "remove group"),
+        ("old", "SYNTH REFUSES: its nodes would terminate"),
     }
 
 
@@ -1039,7 +1039,7 @@ def test_drift_command_asks_the_nodes_of_a_group_whose_list_drops_a_type(run, wr
 
 
 def test_drift_turning_a_group_flexible_is_refused_and_a_removed_one_names_its_types() -> None:
-    from hpctl.drift import REFUSED, REMOVE, compare
+    from hpctl.drift import REFUSED, REMOVE_REFUSED, compare
 
     single = {k: v for k, v in FLEXIBLE_GROUP.items() if k not in ("InstanceRequirements", "InstanceTypeDetails")}
     deployed = _described({**single, "InstanceType": "ml.g5.8xlarge"})
@@ -1050,7 +1050,7 @@ def test_drift_turning_a_group_flexible_is_refused_and_a_removed_one_names_its_t
         ("fallback_instance_types", [], ["ml.g5.12xlarge"], REFUSED)
     renamed = config_data()
     renamed["hyperpod"]["instance_groups"][0]["name"] = "others"
-    removed = [c for c in compare(_described(FLEXIBLE_GROUP), parse_config(renamed)) if c.effect == REMOVE]
+    removed = [c for c in compare(_described(FLEXIBLE_GROUP), parse_config(renamed)) if c.effect == REMOVE_REFUSED]
     assert [(c.group, c.deployed) for c in removed] == [("workers", "3 x ml.g5.8xlarge or ml.g5.12xlarge")]
 
 
@@ -1132,7 +1132,7 @@ def test_drift_command_reads_the_eks_clusters_version(run, write_config) -> None
     code, result, text = _drift_with_eks(run, write_config, answer)
     assert code == 1 and result["refused"] is True
     assert result["changes"] == [{"group": "-", "field": "eks.version", "deployed": "1.31", "config": "1.33",
-                                  "effect": "EKS REFUSES: more than one minor version"}]
+                                  "effect": "EKS REFUSES: more than one minor version", "note": ""}]
     assert "deploy 1.32 first, then 1.33" in text
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
-from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, config_data, stubbed
+from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, config_data, moto_cluster, stubbed
 from moto import mock_aws
 from test_hpctl_leftovers_predestroy import _adopting, _vpc_with_leftovers
 
@@ -293,3 +293,33 @@ def test_the_apps_stacks_carry_the_description_preflight_recognises() -> None:
 
     assert set(DESCRIPTIONS) == set(STACK_COMPONENTS)
     assert all(d.startswith(STACK_DESCRIPTION_PREFIX) for d in DESCRIPTIONS.values())
+
+
+# --- drift: removing a group that has nodes ------------------------------------------------------------------
+
+
+@mock_aws
+def test_drift_says_removing_a_group_with_nodes_terminates_them_and_synth_refuses_it_unacknowledged(
+        run, write_config) -> None:
+    moto_cluster(boto3.client("sagemaker", region_name=REGION), [
+        {"InstanceGroupName": "workers", "InstanceType": "ml.g5.8xlarge", "InstanceCount": 3},
+        {"InstanceGroupName": "old", "InstanceType": "ml.m5.xlarge", "InstanceCount": 2}])
+    path = write_config(config_data())
+    code, out, err = run("drift", "--config", str(path))
+    assert code == 1
+    assert "SYNTH REFUSES: its nodes would terminate" in out
+    assert ("WARNING: removing instance group old terminates its nodes and the jobs on them: its 2 node(s) would be "
+            "terminated: synth refuses it unless hyperpod.acknowledge_group_removal lists the group.") in err
+    code, result = run.json("drift", "--config", str(write_config(config_data(acknowledge_group_removal=["old"]))))
+    (removal,) = [c for c in result["changes"] if c["group"] == "old"]
+    assert removal["effect"] == "remove group: its nodes terminate" and result["refused"] is False
+    assert removal["note"] == "its nodes are terminated; listed in hyperpod.acknowledge_group_removal"
+
+
+def test_drift_and_synth_ask_the_one_replacement_engine_about_a_removed_group() -> None:
+    from infra.guards import replacement
+
+    assert replacement.group_removal("old", 2, []) == (replacement.REFUSE, "its 2 node(s) would be terminated: "
+                                                       "synth refuses it unless hyperpod.acknowledge_group_removal "
+                                                       "lists the group")
+    assert replacement.group_removal("old", 2, ["old"])[0] == replacement.WARN
