@@ -26,9 +26,9 @@ DEFAULT_SOURCE = (
 # Spot capacity is taken back on top of hardware faults. No interruption rate of HyperPod's spot capacity was found
 # (the API reference of ClusterCapacityRequirements and ClusterSpotOptions gives none:
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterCapacityRequirements.html; unverified that
-# AWS publishes none elsewhere); the closest published figure is EC2's Spot Instance Advisor, whose "frequency of interruption represents the rate at which Spot
-# has reclaimed capacity during the trailing month", in bands of <5%, 5-10%, 10-15%, 15-20% and >20% (the advisor's
-# own wording, as quoted by its data's readers: https://pkg.go.dev/github.com/grailbio/base/cloud/spotadvisor).
+# AWS publishes none elsewhere); the closest published figure is EC2's Spot Instance Advisor, whose "frequency of
+# interruption represents the rate at which Spot has reclaimed capacity during the trailing month", in bands of
+# <5%, 5-10%, 10-15%, 15-20% and >20% (the advisor's own wording, as quoted by its data's readers: https://pkg.go.dev/github.com/grailbio/base/cloud/spotadvisor).
 # `plan` takes that percentage only when given: that EC2's figure for a family holds for HyperPod's ml. type is an
 # assumption (unverified). Read as the share of instances reclaimed within a month of 730 hours (8760 / 12), at a
 # constant rate: lambda = -ln(1 - p) / 730 per instance-hour.

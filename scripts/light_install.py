@@ -51,8 +51,8 @@ def main() -> int:
         run(f"{venv}/hpctl preflight --help > /dev/null", env)  # preflight imports jsonschema
         # Offline commands that read the config, the facts and the instance catalog.
         run(f"{venv}/hpctl render-examples --config config/default.yaml --out {home}/examples > /dev/null", env)
-        run(f"{venv}/hpctl plan --config config/default.yaml --checkpoint-gib 100 --write-mib-per-s 1000 --json > /dev/null",
-            env)
+        plan = "plan --config config/default.yaml --checkpoint-gib 100 --write-mib-per-s 1000 --json"
+        run(f"{venv}/hpctl {plan} > /dev/null", env)
     print("light install: ok")
     return 0
 

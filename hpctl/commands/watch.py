@@ -21,7 +21,6 @@ from hpctl.output import fields, print_json, print_table, table, to_json
 from hpctl.target import Target, parse_duration, parse_time
 from hpctl.wait import cluster_in_service, nodes_at_target, wait_for_cluster
 
-
 # `clusters` reads each cluster (DescribeCluster, ListClusterNodes): past this many it says how far it has got.
 PROGRESS_EVERY = 10
 
