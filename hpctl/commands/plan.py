@@ -29,7 +29,7 @@ def _positive(name: str, value: float, allow_zero: bool = False) -> float:
     return value
 
 
-def _groups(cfg: Any, only: str | None, spot_known: bool) -> tuple[list[tuple[Any, int]], list[str]]:
+def _groups(cfg: Any, only: str | None, spot_known: bool = False) -> tuple[list[tuple[Any, int]], list[str]]:
     """(group, accelerators per instance) of the accelerated groups, and a line per skipped group. A spot group is
     planned only with a spot interruption rate (`spot_known`): without one it would be planned as on-demand."""
     groups = cfg.hyperpod.instance_groups

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import shlex
 import sys
 from typing import Any
 
@@ -387,7 +388,7 @@ def test_plot_without_matplotlib_says_how_to_get_it(run, write_config, monkeypat
     code, out, err = run("plan", "--config", str(write_config(config())), "--checkpoint-gib", "10",
                          "--write-mib-per-s", "100", "--plot", str(target))
     assert code == 2 and out == ""
-    command = f"{sys.executable} -m pip install {plot_requirement()}"
+    command = f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(plot_requirement())}"
     assert err == f"hpctl: --plot needs matplotlib, which is not installed here: {command}\n"
     # The requirement is the plot extra's, as the installed distribution declares it: a command that works, not
     # an extra of a distribution the package index does not have.
