@@ -14,7 +14,7 @@ NODE_ENV_PATH = PATH=$(NODE_HOME)/bin:$$PATH
 NPM = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js
 CDK = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npx-cli.js --no-install cdk
 
-.PHONY: install synth test lint bench diagram bootstrap diff deploy destroy clean vendor-chart
+.PHONY: install synth consumer-synth test lint bench diagram bootstrap diff deploy destroy clean vendor-chart
 
 install: $(STAMP)
 
@@ -30,6 +30,11 @@ $(STAMP): $(PY_STAMP) package.json package-lock.json
 
 synth: $(STAMP)
 	$(CDK) synth --quiet -c config=$(CONFIG)
+
+# examples/consumer_app as its team would synthesize it, with this project's Python and Node.js (no system Node.js):
+# its cdk.json sets the app's feature flags; the CDK CLI is the repository's (npx finds ../../node_modules).
+consumer-synth: $(STAMP)
+	cd examples/consumer_app && $(CDK) synth --quiet --app "$(CURDIR)/$(PY) app.py"
 
 # Once per account and region, with credentials: `make bootstrap [ACCOUNT=123456789012] [REGION=us-west-2]`.
 # The account defaults to the config's, else the credentials'; the region to the config's.
@@ -73,6 +78,7 @@ lint: $(STAMP)
 	$(PY) -m mypy infra
 	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 	$(MAKE) --no-print-directory synth
+	$(MAKE) --no-print-directory consumer-synth
 	$(CDK) synth --quiet -c config=$(ALL_FEATURES_CONFIG) -o $(ALL_FEATURES_OUT)
 	region=$$($(PY) scripts/config_region.py $(CONFIG)) && $(VENV)/bin/cfn-lint --regions "$$region" \
 		$(addprefix --ignore-checks ,$(CFN_LINT_IGNORED)) -- cdk.out/*.template.json

@@ -1,3 +1,6 @@
 """hpctl: the operator CLI for a SageMaker HyperPod cluster orchestrated by Amazon EKS."""
 
-__version__ = "0.1.0"
+# The installed distribution's version (infra/__init__.py reads its metadata; VERSION is the one place it is set).
+from infra import __version__
+
+__all__ = ["__version__"]

@@ -8,8 +8,6 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from hpctl import __version__
 from hpctl.aws import Clients, enable_debug_log
 from hpctl.commands import (
@@ -29,6 +27,7 @@ from hpctl.commands import (
 from hpctl.commands.options import add_common
 from hpctl.commands.terminal import err
 from hpctl.errors import (
+    AWS_ERRORS,
     EXIT_CODE_TABLE,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -113,7 +112,7 @@ def main(argv: Sequence[str] | None = None, *, make_clients: MakeClients | None 
     except HpctlError as error:
         err(str(error))
         return error.exit_code
-    except (ClientError, BotoCoreError) as error:
+    except AWS_ERRORS as error:
         line, code = describe_aws_error(error, target.region if target else None)
         err(line)
         return code

@@ -7,11 +7,16 @@ from typing import Any
 
 from hpctl.cluster import deployed_instance_types
 from infra.guards.create_only import refused_group_fields, refused_version_change
+from infra.guards.replacement import REFUSE, group_removal
 
 # Effects, from harmless to destructive.
 UPDATE = "update"  # UpdateCluster in place
 ADD = "add group"
-REMOVE = "remove group"  # deletes the group's nodes
+REMOVE = "remove group"  # a group without nodes
+# A group with nodes: HyperPod terminates them, and synth's replacement guard refuses it unless the group is
+# acknowledged (infra.guards.replacement.group_removal, the rule synth applies).
+REMOVE_NODES = "remove group: its nodes terminate"
+REMOVE_REFUSED = "SYNTH REFUSES: its nodes would terminate"
 REFUSED = "HYPERPOD REFUSES: new group"  # refused_group_fields (infra.guards.create_only): the deploy fails
 BUSY = "HYPERPOD REFUSES: nodes run on it"  # a dropped type of a flexible group that still has nodes
 CREATE = "create cluster"
@@ -28,6 +33,7 @@ class Change:
     deployed: Any
     config: Any
     effect: str
+    note: str = ""  # why, when the effect needs it (the replacement guard's words for removing a group with nodes)
 
 
 def _group_config(group: Any) -> dict[str, Any]:
@@ -157,12 +163,13 @@ def compare(deployed: dict[str, Any] | None, cfg: Any,
             changes.append(Change(name, "removed types with nodes", busy, None, BUSY))
     for name, group in live.items():
         if name not in wanted:
-            changes.append(
-                Change(
-                    name, "group", f"{group.get('TargetCount')} x {' or '.join(deployed_instance_types(group))}", None,
-                    REMOVE,
-                )
-            )
+            nodes = max(group.get("CurrentCount") or 0, group.get("TargetCount") or 0)
+            effect, why = REMOVE, ""
+            if nodes:
+                severity, why = group_removal(name, nodes, cfg.hyperpod.acknowledge_group_removal)
+                effect = REMOVE_REFUSED if severity == REFUSE else REMOVE_NODES
+            shown = f"{group.get('TargetCount')} x {' or '.join(deployed_instance_types(group))}"
+            changes.append(Change(name, "group", shown, None, effect, why))
     # DescribeCluster's AutoScaling.Mode (botocore's ClusterAutoScalingConfigOutput); no AutoScaling means never on.
     mode = (deployed.get("AutoScaling") or {}).get("Mode", "Disable")
     wanted_mode = "Enable" if cfg.hyperpod.autoscaling.enabled else "Disable"
@@ -176,7 +183,7 @@ def compare(deployed: dict[str, Any] | None, cfg: Any,
 
 def refused(changes: list[Change]) -> bool:
     """Whether a change is one HyperPod (or EKS, for the version) does not make (the deploy would fail)."""
-    return any(c.effect in (REFUSED, BUSY, EKS_REFUSES) for c in changes)
+    return any(c.effect in (REFUSED, BUSY, EKS_REFUSES, REMOVE_REFUSED) for c in changes)
 
 
 def changes_json(changes: list[Change]) -> list[dict[str, Any]]:

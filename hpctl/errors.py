@@ -15,6 +15,7 @@ from botocore.exceptions import (
 from botocore.exceptions import (
     ConnectionError as BotoConnectionError,
 )
+from botocore.parsers import ResponseParserError
 
 # The exit-code table, shown in `hpctl --help` and docs/hpctl.md.
 EXIT_OK = 0
@@ -26,13 +27,73 @@ EXIT_AWS = (
 EXIT_TIMEOUT = 4  # `wait` or `update-software --wait` gave up before the cluster settled
 EXIT_INTERRUPTED = 130  # Ctrl-C
 
-EXIT_CODE_TABLE = """exit codes:
-  0  success (no drift, every check passed, every node accepted)
-  1  drift found, a check or node operation or software update failed, the cluster is Failed,
-     connect opened no session, or aborted
-  2  usage or configuration error (also: confirmation needed but stdin is not a terminal)
-  3  AWS error (access denied, throttled after retries, not found, no credentials, endpoint unreachable)
-  4  timeout (wait, update-software --wait)"""
+# What an AWS call can raise: an error AWS answered, an SDK error (credentials, network), and an answer botocore
+# cannot read (botocore/parsers.py: ResponseParserError derives from Exception, not BotoCoreError; the XML protocols
+# raise it on a body that is not XML, e.g. a proxy's HTML page).
+AWS_ERRORS = (ClientError, BotoCoreError, ResponseParserError)
+
+# What each code means, for `hpctl --help` and docs/hpctl.md.
+_EXIT_MEANINGS = {
+    EXIT_OK: "success (no drift, every check passed, every node accepted)",
+    EXIT_FAILED: "drift found, a check or node operation or software update failed, the cluster is Failed,\n"
+    "     connect opened no session, or aborted",
+    EXIT_USAGE: "usage or configuration error (also: confirmation needed but stdin is not a terminal)",
+    EXIT_AWS: "AWS error (access denied, throttled after retries, not found, no credentials, endpoint unreachable)",
+    EXIT_TIMEOUT: "timeout (wait, update-software --wait)",
+}
+
+_AWS = _EXIT_MEANINGS[EXIT_AWS]
+_USAGE = "usage or configuration error"
+_CONFIRM = f"{_USAGE} (also: confirmation needed but stdin is not a terminal)"
+_KUBE = f"{_AWS}; also the Kubernetes API refusing a call, a job not found, or the API server unreachable"
+# The codes each command can return and what they mean there, for its --help. A command not listed shows them all.
+COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
+    "clusters": {EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "status": {EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "nodes": {EXIT_USAGE: f"{_USAGE} (also: no such --group)", EXIT_AWS: _AWS},
+    "events": {EXIT_USAGE: f"{_USAGE} (also: no such --group)", EXIT_AWS: _AWS},
+    "wait": {EXIT_FAILED: "the cluster is Failed", EXIT_USAGE: _USAGE, EXIT_AWS: _AWS,
+             EXIT_TIMEOUT: "timeout: the cluster did not settle in time"},
+    "quotas": {EXIT_FAILED: "--usage: kubectl failed, or no kube context or another cluster's", EXIT_USAGE: _USAGE,
+               EXIT_AWS: _AWS},
+    "connect": {EXIT_FAILED: "no session was opened", EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "ssh-config": {EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "reboot": {EXIT_FAILED: "a node was refused, or the prompt was answered no", EXIT_USAGE: _CONFIRM,
+               EXIT_AWS: _AWS},
+    "replace": {EXIT_FAILED: "a node was refused, or the prompt was answered no", EXIT_USAGE: _CONFIRM,
+                EXIT_AWS: _AWS},
+    "update-software": {EXIT_FAILED: "the update failed or rolled back, or the prompt was answered no",
+                        EXIT_USAGE: _CONFIRM, EXIT_AWS: _AWS,
+                        EXIT_TIMEOUT: "timeout: --wait gave up before the update finished"},
+    "kubeconfig": {EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "drift": {EXIT_FAILED: "drift found", EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "preflight": {EXIT_FAILED: "a check failed", EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
+    "pre-destroy": {EXIT_FAILED: "something of this cluster is still in the VPC, or the prompt was answered no",
+                    EXIT_USAGE: _CONFIRM, EXIT_AWS: _AWS},
+    "render-examples": {EXIT_USAGE: _USAGE},
+    "plan": {EXIT_USAGE: _USAGE, EXIT_AWS: f"{_AWS} (--from-events)"},
+    "monitoring": {EXIT_USAGE: f"{_USAGE} (also: observability is off in the config)",
+                   EXIT_AWS: f"{_AWS} (also: the observability stack is not deployed)"},
+    # hpctl jobs SUBCOMMAND (the names are the subcommands'): the Kubernetes API's refusals count as AWS errors.
+    "submit": {EXIT_FAILED: "a job of the file exists already", EXIT_USAGE: f"{_USAGE} (also: a kind jobs does not "
+               "submit)", EXIT_AWS: _KUBE},
+    "list": {EXIT_USAGE: _USAGE, EXIT_AWS: _KUBE},
+    "describe": {EXIT_USAGE: f"{_USAGE} (also: the name matches jobs in several namespaces or kinds)",
+                 EXIT_AWS: _KUBE},
+    "logs": {EXIT_USAGE: f"{_USAGE} (also: --rank of an MPIJob)", EXIT_AWS: _KUBE},
+    "delete": {EXIT_FAILED: "the prompt was answered no", EXIT_USAGE: _CONFIRM, EXIT_AWS: _KUBE},
+}
+
+
+def exit_code_table(command: str | None = None) -> str:
+    """The `exit codes:` block of a command's --help: only the codes it can return; all of them for hpctl's own."""
+    meanings = dict(_EXIT_MEANINGS)
+    if command in COMMAND_EXIT_CODES:
+        meanings = {EXIT_OK: "success", **COMMAND_EXIT_CODES[command]}
+    return "exit codes:\n" + "\n".join(f"  {code}  {meaning}" for code, meaning in sorted(meanings.items()))
+
+
+EXIT_CODE_TABLE = exit_code_table()
 
 
 class HpctlError(Exception):
@@ -80,6 +141,10 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+# botocore's parser error quotes the whole body it could not read: the start of it is enough to recognise a page.
+_PARSER_ERROR_CHARS = 160
+
+
 def describe_aws_error(error: Exception, region: str | None = None) -> tuple[str, int]:
     """One line naming what went wrong and what to do, plus the exit code."""
     line, code = _describe(error, region)
@@ -120,4 +185,12 @@ def _describe(error: Exception, region: str | None) -> tuple[str, int]:
         return f"invalid request: {error}", EXIT_USAGE
     if isinstance(error, BotoCoreError):
         return f"AWS SDK error: {error}", EXIT_AWS
+    if isinstance(error, ResponseParserError):
+        first = one_line(str(error))
+        first = first if len(first) <= _PARSER_ERROR_CHARS else first[:_PARSER_ERROR_CHARS] + "..."
+        return (
+            f"the answer to an AWS request could not be read ({first}): something other than AWS answered, "
+            "e.g. a proxy or firewall page; check HTTPS_PROXY, the network and the region, or retry with --debug",
+            EXIT_AWS,
+        )
     return f"{type(error).__name__}: {error}", EXIT_FAILED

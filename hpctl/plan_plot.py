@@ -1,11 +1,10 @@
-"""`hpctl plan --plot`: goodput against the checkpoint interval, one curve per group, the chosen interval
-marked. Needs matplotlib (the optional extra `plot`); imported only when a plot is asked for."""
+"""`hpctl plan --plot`: goodput against the checkpoint interval, one curve per distinct group plan (groups with the
+same figures share one curve and one label), the chosen interval marked. Needs matplotlib (the optional extra `plot`),
+imported only when a plot is drawn."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from matplotlib.figure import Figure
 
 from hpctl.plan import GroupPlan, goodput
 
@@ -22,13 +21,34 @@ def curve(p: GroupPlan, restart_hours: float) -> tuple[list[float], list[float]]
     return minutes, [goodput(x / 60, c, m, restart_hours) for x in minutes]
 
 
+def _instances(count: int) -> str:
+    return f"{count} instance" if count == 1 else f"{count} instances"
+
+
+def curves(plans: list[GroupPlan]) -> list[tuple[str, GroupPlan]]:
+    """(legend label, plan) per distinct curve: groups whose figures are the same would draw the same curve on top
+    of each other, so they share one, labelled with every group's name."""
+    shared: dict[tuple[float, float, float], list[GroupPlan]] = {}
+    for p in plans:
+        shared.setdefault((p.mtbf_hours, p.checkpoint_write_seconds, p.checkpoint_interval_minutes), []).append(p)
+    labelled = []
+    for same in shared.values():
+        names = ", ".join(p.group for p in same)
+        sizes = sorted({p.instances for p in same})
+        size = _instances(sizes[0]) if len(sizes) == 1 else " or ".join(map(str, sizes)) + " instances"
+        labelled.append((f"{names} ({size}{' each' if len(same) > 1 else ''})", same[0]))
+    return labelled
+
+
 def draw(plans: list[GroupPlan], restart_hours: float, path: Path) -> None:
+    from matplotlib.figure import Figure  # the plot extra
+
     # A bare Figure renders without pyplot's global state or a display.
     figure = Figure(figsize=(8, 5))
     axes = figure.subplots()
-    for p in plans:
+    for label, p in curves(plans):
         minutes, values = curve(p, restart_hours)
-        (line,) = axes.plot(minutes, values, label=f"{p.group} ({p.instances} instances)")
+        (line,) = axes.plot(minutes, values, label=label)
         axes.plot([p.checkpoint_interval_minutes], [p.goodput], "o", color=line.get_color())
         axes.annotate(
             f"{p.checkpoint_interval_minutes:.0f} min, {p.goodput:.1%}",

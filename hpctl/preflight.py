@@ -32,6 +32,7 @@ from infra.config import (
     DEPENDENCIES_CHART_REVISION,
     MIN_AUTOSCALING_AGENT_VERSION,
     agent_image_override,
+    eks_cluster_name,
     needed_types,
 )
 from infra.config.observability_addon import (
@@ -42,6 +43,7 @@ from infra.config.observability_addon import (
 )
 from infra.config.pod_slots import budgets
 from infra.errors import ConfigError
+from infra.facts.names import STACK_COMPONENTS, STACK_DESCRIPTION_PREFIX
 from infra.guards import replacement as engine
 from infra.runtime.chart_installer.handler import github_archive_url
 
@@ -704,6 +706,81 @@ def check_pod_slots(cfg: Any) -> list[Check]:
     return checks
 
 
+# --- Names already taken ---------------------------------------------------------------------------
+
+# What CloudFormation records as the physical ID of each (the resource type's primaryIdentifier in cfn-lint's copy of
+# the registry schemas, cfnlint/data/schemas: AWS::SageMaker::Cluster /properties/ClusterArn, AWS::EKS::Cluster
+# /properties/Name), which ListStackResources gives as PhysicalResourceId.
+_CLUSTER_TYPES = {"hyperpod": "AWS::SageMaker::Cluster", "eks": "AWS::EKS::Cluster"}
+
+
+def _stack_physical_ids(cloudformation: Any, stack: str, resource_type: str) -> set[str]:
+    """Physical IDs of the stack's resources of one type; empty when the stack does not exist."""
+    try:
+        return {r.get("PhysicalResourceId", "")
+                for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack)
+                for r in page.get("StackResourceSummaries", []) if r.get("ResourceType") == resource_type}
+    except ClientError as error:
+        if is_not_found(error):
+            return set()
+        raise
+
+
+def _stack_description(cloudformation: Any, stack: str) -> str | None:
+    """The stack's Description ("" when it has none), or None when no stack has the name."""
+    try:
+        (found,) = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    except ClientError as error:
+        if is_not_found(error):
+            return None
+        raise
+    return str(found.get("Description") or "")
+
+
+def check_names(cfg: Any, clients: Any, deployed: dict[str, Any] | None, stacks: list[str]) -> list[Check]:
+    """The names the deploy creates are free, or this project's own: the HyperPod cluster and the EKS cluster (a
+    cluster of the name that the project's stack did not create makes the create fail), and each stack (another
+    app's stack of the name would be updated with this app's template)."""
+    cloudformation = clients("cloudformation")
+    checks = []
+    hyperpod, eks = cfg.hyperpod.cluster_name, eks_cluster_name(cfg)
+    eks_found = None
+    try:
+        eks_found = clients("eks").describe_cluster(name=eks)["cluster"]
+    except ClientError as error:
+        if not is_not_found(error):
+            raise
+    for component, name, found, arn, delete in (
+        ("hyperpod", hyperpod, deployed, (deployed or {}).get("ClusterArn"),
+         f"aws sagemaker delete-cluster --cluster-name {hyperpod} --region {cfg.region}"),
+        ("eks", eks, eks_found, (eks_found or {}).get("arn"),
+         f"aws eks delete-cluster --name {eks} --region {cfg.region}"),
+    ):
+        stack = f"{cfg.project}-{component}"
+        if found is None:
+            continue
+        owned = _stack_physical_ids(cloudformation, stack, _CLUSTER_TYPES[component])
+        if name in owned or arn in owned:
+            continue  # the cluster this project's stack created: the deploy updates it
+        key = "hyperpod.cluster_name" if component == "hyperpod" else "project (the EKS cluster is <project>-eks)"
+        checks.append(Check(f"name {name}", FAIL,
+                            f"a {_CLUSTER_TYPES[component]} named {name} already exists in {cfg.region} and stack "
+                            f"{stack} did not create it: choose another {key}, or if it is a leftover delete it "
+                            f"({delete})"))
+    taken = []
+    for stack in stacks:
+        description = _stack_description(cloudformation, stack)
+        if description is None or description.startswith(STACK_DESCRIPTION_PREFIX):
+            continue  # free, or this app's stack (a deploy updates it)
+        taken.append(Check(f"name {stack}", FAIL,
+                           f"a stack named {stack} already exists in {cfg.region} and is not this app's (its "
+                           f"description: {description!r}): the deploy would update it with this app's template; "
+                           "choose another project"))
+    failed = [c for c in checks + taken if c.verdict == FAIL]
+    return failed or [Check("names", PASS, f"HyperPod cluster {hyperpod}, EKS cluster {eks} and stacks "
+                                           f"{', '.join(stacks)}: free, or this project's own")]
+
+
 # --- Run them all ----------------------------------------------------------------------------------
 
 
@@ -729,6 +806,8 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += check_chart_source(cfg)
     checks += check_autoscaling(cfg, deployed)
     checks += _guard("no-replace", lambda: check_replacement(cfg, clients, cdk_out))
+    stacks = list(synth_stacks(cdk_out, cfg.project)) or [f"{cfg.project}-{c}" for c in STACK_COMPONENTS[:3]]
+    checks += _guard("names", lambda: check_names(cfg, clients, deployed, stacks))
     return checks
 
 

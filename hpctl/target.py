@@ -13,6 +13,8 @@ from hpctl.aws import configured_region
 from hpctl.errors import UsageError
 
 DEFAULT_CONFIG = "config/default.yaml"
+# The config file when --config is not given (before DEFAULT_CONFIG): for running hpctl outside the repository.
+CONFIG_ENV = "HPCTL_CONFIG"
 
 
 @dataclass
@@ -51,9 +53,13 @@ def environment_region(profile: str | None) -> str | None:
 def resolve(args: Any, need_config: bool = False, need_cluster: bool = True) -> Target:
     """Cluster and region. Region: --region, else the cluster ARN's, else the environment's, else the config's."""
     cfg = None
-    config_path = getattr(args, "config", None) or DEFAULT_CONFIG
-    explicit_config = getattr(args, "config", None) is not None
-    if need_config or explicit_config or (need_cluster and not args.cluster):
+    named = getattr(args, "config", None) or os.environ.get(CONFIG_ENV) or None
+    config_path = named or DEFAULT_CONFIG
+    if need_config or named or (need_cluster and not args.cluster):
+        if not named and not Path(DEFAULT_CONFIG).is_file():
+            way = "pass --config" if need_config else "pass --cluster or --config"
+            raise UsageError(f"no config file: {way}, or set {CONFIG_ENV} to one ({DEFAULT_CONFIG} is read only in "
+                             "the repository)")
         cfg = _load(config_path)
     cluster = args.cluster or (cfg.hyperpod.cluster_name if cfg is not None else "")
     arn = _ARN.match(cluster)

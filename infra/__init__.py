@@ -10,10 +10,22 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-try:
-    __version__ = version("hyperpod-eks-cdk")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
+# The distributions that ship this package: the whole product, or hpctl alone (packaging/hpctl, which carries the
+# config, facts and guards hpctl reads). Both take their version from the repository's VERSION file, so a release
+# changes one line; `hpctl --version` prints this.
+DISTRIBUTIONS = ("hyperpod-eks-cdk", "hyperpod-eks-hpctl")
+
+
+def _installed_version() -> str:
+    for name in DISTRIBUTIONS:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return "0.0.0"  # running from a source tree that was never installed
+
+
+__version__ = _installed_version()
 
 # Public name -> module that defines it.
 _EXPORTS: dict[str, str] = {

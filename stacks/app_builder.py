@@ -11,16 +11,17 @@ from cdk_nag import AwsSolutionsChecks
 
 from infra.composition import HyperPodParts, Placement, compose
 from infra.config import AppConfig, require_network
+from infra.facts.names import STACK_DESCRIPTION_PREFIX
 from infra.guards.nag_pack import HyperPodChecks
 
 ROOT = Path(__file__).resolve().parents[1]
 
 DESCRIPTIONS = {
-    "network": "HyperPod on EKS: VPC, subnets by AZ ID, EFA security group, endpoints",
-    "eks": "HyperPod on EKS: EKS control plane, add-ons, access entries",
-    "hyperpod": "HyperPod on EKS: lifecycle scripts, execution role, dependencies chart, HyperPod cluster",
-    "observability": "HyperPod on EKS: Container Insights, Managed Prometheus and Grafana, alerts, dashboard",
-    "storage": "HyperPod on EKS: FSx for Lustre, its CSI driver, the training volume and claim",
+    "network": f"{STACK_DESCRIPTION_PREFIX}VPC, subnets by AZ ID, EFA security group, endpoints",
+    "eks": f"{STACK_DESCRIPTION_PREFIX}EKS control plane, add-ons, access entries",
+    "hyperpod": f"{STACK_DESCRIPTION_PREFIX}lifecycle scripts, execution role, dependencies chart, HyperPod cluster",
+    "observability": f"{STACK_DESCRIPTION_PREFIX}Container Insights, Managed Prometheus and Grafana, alerts, dashboard",
+    "storage": f"{STACK_DESCRIPTION_PREFIX}FSx for Lustre, its CSI driver, the training volume and claim",
 }
 
 

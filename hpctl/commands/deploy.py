@@ -71,6 +71,10 @@ def cmd_drift(args: argparse.Namespace, t: Target, clients: Any) -> int:
     if any(c.effect == drift.EKS_REFUSES for c in changes):
         (step,) = [c for c in changes if c.effect == drift.EKS_REFUSES]
         err(f"WARNING: {refused_version_change(step.deployed, step.config)}.")
+    for change in changes:
+        if change.effect in (drift.REMOVE_NODES, drift.REMOVE_REFUSED):
+            err(f"WARNING: removing instance group {change.group} terminates its nodes and the jobs on them: "
+                f"{change.note}.")
     if any(c.effect == drift.BUSY for c in changes):
         err(
             "WARNING: the config drops instance types that still run nodes, which HyperPod does not allow (the "

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from hpctl import examples, teams
 from hpctl.commands.options import add_command, bounded, positive
 from hpctl.commands.terminal import err
@@ -22,7 +24,10 @@ def cmd_render_examples(args: argparse.Namespace, t: Target, clients: Any) -> in
     files = examples.render(t.cfg, gpus=args.gpus, efa=args.efa, checkpoint_interval_minutes=minutes, where=where)
     refusal = examples.training_refusal(t.cfg, where)
     if args.out == "-":
-        print(examples.stream(files), end="")
+        if args.json:  # each file's Kubernetes objects, by file name
+            print_json({name: list(yaml.safe_load_all(text)) for name, text in files.items()})
+        else:
+            print(examples.stream(files), end="")
         if refusal:
             err(refusal)
         return EXIT_OK

@@ -20,7 +20,7 @@ OUTPUTS = {"grafana_url": "GrafanaUrl", "prometheus_endpoint": "PrometheusEndpoi
            "alerts_topic_arn": "AlertsTopicArn"}
 # AMP's workspace endpoint ends in /api/v1/ (botocore's amp model, WorkspaceDescription.prometheusEndpoint: "https://
 # aps-workspaces.<region>.amazonaws.com/workspaces/ws-.../api/v1/"); PromQL instant queries go to its `query`
-# (the Prometheus HTTP API's /api/v1/query), signed with SigV4 for the service aps.
+# (the Prometheus HTTP API's /api/v1/query). How a client signs those queries is not read here (unverified).
 QUERY_PATH = "query"
 
 

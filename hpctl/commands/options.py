@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from hpctl import cluster as api
-from hpctl.errors import EXIT_CODE_TABLE, UsageError
+from hpctl.errors import UsageError, exit_code_table
 from hpctl.target import Target, parse_duration
 from hpctl.wait import MIN_INTERVAL
 
@@ -20,7 +21,8 @@ def add_common(parser: argparse.ArgumentParser, suppress: bool) -> None:
     where.add_argument(
         "--cluster", help="HyperPod cluster name or ARN (default: hyperpod.cluster_name of the config)", **unset
     )
-    where.add_argument("--config", help="the app's config file (default: config/default.yaml)", **unset)
+    where.add_argument("--config", help="the app's config file (default: $HPCTL_CONFIG, else config/default.yaml)",
+                       **unset)
     where.add_argument(
         "--region",
         help="AWS region (default: the cluster ARN's, else AWS_REGION/AWS_DEFAULT_REGION/profile, else the config)",
@@ -47,7 +49,7 @@ def add_command(
         parents=[common],
         help=help_text,
         description=help_text,
-        epilog=f"example:\n  {example}\n\n{EXIT_CODE_TABLE}",
+        epilog=f"example:\n  {example}\n\n{exit_code_table(name)}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.set_defaults(handler=handler, **defaults)
@@ -68,6 +70,24 @@ def add_polling(p: argparse.ArgumentParser, *, interval: str, timeout: str | Non
         p.add_argument("--timeout", default=timeout, help=f"{lead}give up after this long (default {timeout}{forms})")
     floor = "" if when else f", at least {MIN_INTERVAL:g}s"
     p.add_argument("--interval", default=interval, help=f"{lead}time between polls (default {interval}{floor})")
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: stores into the new one's destination and says which to use on stderr."""
+
+    def __init__(self, *args: Any, replacement: str, **kwargs: Any) -> None:
+        self.replacement = replacement
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"hpctl: warning: {option_string} is deprecated, use {self.replacement}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated(p: argparse.ArgumentParser, old: str, new: str, dest: str, **kwargs: Any) -> None:
+    """`old` still works as `new` (same destination and type) with a warning, and --help says to use `new`."""
+    p.add_argument(old, dest=dest, action=_Deprecated, replacement=new, help=f"deprecated: use {new}", **kwargs)
 
 
 def interval(text: str) -> float:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
+import shlex
 import sys
 from dataclasses import asdict
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from hpctl.commands.options import add_command
 from hpctl.errors import EXIT_OK, UsageError
 from hpctl.output import print_json, print_table
 from hpctl.target import Target
+from infra import DISTRIBUTIONS
 from infra.facts.instances import accelerators_per_instance
 
 
@@ -26,8 +29,9 @@ def _positive(name: str, value: float, allow_zero: bool = False) -> float:
     return value
 
 
-def _groups(cfg: Any, only: str | None) -> tuple[list[tuple[Any, int]], list[str]]:
-    """(group, accelerators per instance) of the accelerated groups, and a line per skipped group."""
+def _groups(cfg: Any, only: str | None, spot_known: bool = False) -> tuple[list[tuple[Any, int]], list[str]]:
+    """(group, accelerators per instance) of the accelerated groups, and a line per skipped group. A spot group is
+    planned only with a spot interruption rate (`spot_known`): without one it would be planned as on-demand."""
     groups = cfg.hyperpod.instance_groups
     if only is not None:
         names = [g.name for g in groups]
@@ -43,11 +47,15 @@ def _groups(cfg: Any, only: str | None) -> tuple[list[tuple[Any, int]], list[str
             reason = f"{group.instance_type} has no accelerators in the instance catalog"
         elif group.instance_count == 0:
             reason = "instance_count is 0"
+        elif group.capacity == "spot" and not spot_known:
+            reason = ("capacity is spot, whose reclaims the failure model does not know: pass "
+                      "--spot-interruption-percent-per-month P to plan it")
         else:
             planned.append((group, count))
             continue
         if only is not None:
-            raise UsageError(f"--group {only}: {reason}; plan needs a group with accelerators")
+            spot = group.capacity == "spot" and count
+            raise UsageError(f"--group {only}: {reason}" + ("" if spot else "; plan needs a group with accelerators"))
         skipped.append(f"skipped {group.name}: {reason}")
     if not planned:
         raise UsageError(f"no instance group with accelerators in the config ({'; '.join(skipped)})")
@@ -89,13 +97,28 @@ def _failure_rate(
     return estimate.rate, basis
 
 
+def plot_requirement() -> str:
+    """matplotlib as the installed distribution's `plot` extra declares it (its pin or range), else unversioned."""
+    for name in DISTRIBUTIONS:
+        try:
+            declared = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for requirement in declared:
+            spec, _, marker = requirement.partition(";")
+            if spec.strip().lower().startswith("matplotlib") and "plot" in marker:
+                return spec.strip().replace(" ", "")
+    return "matplotlib"
+
+
 def _require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise UsageError(
-            "--plot needs matplotlib, which is not installed: pip install 'hyperpod-eks-cdk[plot]'"
-        ) from None
+        # Into the environment hpctl runs from, whichever distribution put it there (an extra of a local checkout
+        # is not on the package index).
+        command = f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(plot_requirement())}"
+        raise UsageError(f"--plot needs matplotlib, which is not installed here: {command}") from None
 
 
 def cmd_plan(args: argparse.Namespace, t: Target, clients: Any) -> int:
@@ -103,7 +126,12 @@ def cmd_plan(args: argparse.Namespace, t: Target, clients: Any) -> int:
     checkpoint_gib = _positive("--checkpoint-gib", args.checkpoint_gib)
     restart_minutes = _positive("--restart-minutes", args.restart_minutes, allow_zero=True)
     repair_hours = _positive("--repair-hours", args.repair_hours)
-    planned, skipped = _groups(cfg, args.group)
+    spot_percent = args.spot_interruption_percent_per_month
+    if spot_percent is not None and not 0 < spot_percent < 100:
+        raise UsageError(f"--spot-interruption-percent-per-month must be more than 0 and less than 100, got "
+                         f"{spot_percent:g}")
+    planned, skipped = _groups(cfg, args.group, spot_percent is not None)
+    spot_rate = plan.spot_interruptions_per_instance_hour(spot_percent) if spot_percent is not None else 0.0
     write_mib_per_s, write_source = _write_throughput(args, cfg)
     if args.plot:
         _require_matplotlib()
@@ -118,6 +146,7 @@ def cmd_plan(args: argparse.Namespace, t: Target, clients: Any) -> int:
             write_seconds=write_seconds,
             restart_minutes=restart_minutes,
             repair_hours=repair_hours,
+            spot_interruptions_per_instance_hour=spot_rate if group.capacity == "spot" else 0.0,
         )
         for group, count in planned
     ]
@@ -127,6 +156,10 @@ def cmd_plan(args: argparse.Namespace, t: Target, clients: Any) -> int:
         f"{restart_minutes:g} min to restart, {repair_hours:g} h to replace an instance, "
         f"spares for a {plan.SPARE_RISK:.0%} risk of running short"
     )
+    spot = [group.name for group, _ in planned if group.capacity == "spot"]
+    if spot:
+        assumptions += (f"; spot groups ({', '.join(spot)}) also lose {spot_percent:g}% of their instances a month "
+                        f"({spot_rate:.4g} per instance-hour; {plan.SPOT_SOURCE}, given)")
     if args.plot:
         from hpctl.plan_plot import draw
 
@@ -204,3 +237,11 @@ def register(sub: Any) -> None:
         help="estimate the rate from the cluster's ListClusterEvents history (falls back when too few)",
     )
     p.add_argument("--plot", metavar="FILE.png", help="also draw goodput against the checkpoint interval")
+    p.add_argument(
+        "--spot-interruption-percent-per-month",
+        type=float,
+        metavar="P",
+        help="plan the capacity: spot groups, which are skipped without it, with this share of their instances "
+        "reclaimed a month: the EC2 Spot Instance Advisor's frequency of interruption for the type and region "
+        "(bands <5%%, 5-10%%, ... >20%%: take the band's upper end); HyperPod publishes none of its own",
+    )

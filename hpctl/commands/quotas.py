@@ -77,15 +77,36 @@ def _quantity(value: Any) -> Any:
         return value
 
 
+# What kubectl says when the kubeconfig has no current context, or names one it lacks (kubernetes/client-go,
+# tools/clientcmd/api/helpers.go: MinifyConfig); without a context kubectl would otherwise talk to localhost:8080.
+_NO_CONTEXT = ("current-context must exist", "cannot locate context")
+
+
+def context_cluster(context: str | None) -> dict[str, Any]:
+    """The kubeconfig's cluster entry of the context (the current one when None); one line saying how to get one
+    when there is none."""
+    try:
+        view = kubectl_json(["config", "view", "--minify"], context)
+    except HpctlError as error:
+        if not any(text in str(error) for text in _NO_CONTEXT):
+            raise
+        view = {}
+    cluster = ((view.get("clusters") or [{}])[0] or {}).get("cluster", {})
+    if not cluster.get("server"):
+        which = f"the kube context {context}" if context else "a kube context (none is current)"
+        raise HpctlError(f"--usage reads the cluster with kubectl and needs {which}: write one with `hpctl "
+                         "kubeconfig`, or pass --kube-context")
+    return dict(cluster)
+
+
 def check_context(desc: dict[str, Any], clients: Any, context: str | None) -> None:
-    """Refuse a kube context whose API server is not this HyperPod cluster's EKS endpoint (or, for a forwarded
-    port, whose tls-server-name is not): the quotas would be read from another cluster."""
+    """Refuse a missing kube context, and one whose API server is not this HyperPod cluster's EKS endpoint (or, for
+    a forwarded port, whose tls-server-name is not): the quotas would be read from another cluster."""
+    cluster = context_cluster(context)
     found = eks_endpoint(desc, clients)
     if found is None:
         return
     eks_name, endpoint = found
-    view = kubectl_json(["config", "view", "--minify"], context)
-    cluster = ((view.get("clusters") or [{}])[0] or {}).get("cluster", {})
     server = str(cluster.get("server", ""))
     if not same_endpoint(endpoint, server, cluster.get("tls-server-name")):
         raise HpctlError(f"the kube context {context or '(current)'} points at {server or 'no server'}, not the EKS "

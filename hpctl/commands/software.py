@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hpctl import cluster as api
-from hpctl.commands.options import add_command, add_polling, add_yes, bounded, interval, positive
+from hpctl.commands.options import add_command, add_deprecated, add_polling, add_yes, bounded, interval, positive
 from hpctl.commands.selection import add_selection, check_groups
 from hpctl.commands.terminal import confirm, err
 from hpctl.errors import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, UsageError
@@ -108,7 +108,7 @@ def register(sub: Any) -> None:
         cmd_update_software,
         "patch the node software (UpdateClusterSoftware) in rolling batches: those of the groups' rolling_update "
         "in the config, unless these options say otherwise",
-        "hpctl update-software --group gpu-workers --batch-percent 25 --wait-interval 300",
+        "hpctl update-software --group gpu-workers --batch-percent 25 --batch-wait 300",
     )
     add_selection(p, group="only this instance group (repeatable; default all)")
     size = p.add_mutually_exclusive_group()
@@ -119,12 +119,16 @@ def register(sub: Any) -> None:
         help="at most this percent of a group at once, 1-100 (CAPACITY_PERCENTAGE)",
     )
     p.add_argument("--rollback-batch-size", type=positive, help="nodes at once when rolling back (INSTANCE_COUNT)")
+    # The pause between batches (WaitIntervalInSeconds); --interval is how often --wait polls. --wait-interval
+    # read as the latter, so it is the deprecated spelling of this.
     p.add_argument(
-        "--wait-interval",
+        "--batch-wait",
+        dest="wait_interval",
         type=bounded(0, 3600),
         metavar="SECONDS",
-        help="seconds to wait between batches (0-3600)",
+        help="seconds to wait between batches (0-3600; WaitIntervalInSeconds)",
     )
+    add_deprecated(p, "--wait-interval", "--batch-wait", "wait_interval", type=bounded(0, 3600), metavar="SECONDS")
     p.add_argument(
         "--alarm", action="append", default=[], help="CloudWatch alarm that triggers a rollback (repeatable)"
     )

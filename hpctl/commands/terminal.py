@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 from hpctl.errors import UsageError
@@ -28,5 +29,7 @@ def confirm(question: str, yes: bool) -> bool:
     if yes:
         return True
     if not _stdin_is_terminal():
-        raise UsageError(f"{question.rstrip('?')}: needs confirmation; stdin is not a terminal, pass --yes")
+        # One line: what it would do (the question up to its first "?" or ": ", not the nodes it lists after).
+        what = re.split(r"\?|: ", question, maxsplit=1)[0].strip()
+        raise UsageError(f"needs confirmation but stdin is not a terminal: pass --yes to {what[:1].lower()}{what[1:]}")
     return _ask(f"{question} [y/N] ").strip().lower() in {"y", "yes"}

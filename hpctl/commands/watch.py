@@ -8,37 +8,58 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from hpctl import cluster as api
 from hpctl import nodes as nodeops
 from hpctl import wait as waiting
 from hpctl.commands.options import add_command, add_polling, interval, level, positive
-from hpctl.commands.selection import add_selection, selected_nodes
+from hpctl.commands.selection import add_selection, check_groups, selected_nodes
 from hpctl.commands.terminal import err
-from hpctl.errors import EXIT_OK, EXIT_TIMEOUT, UsageError
+from hpctl.errors import EXIT_OK, EXIT_TIMEOUT, UsageError, error_code
 from hpctl.output import fields, print_json, print_table, table, to_json
 from hpctl.target import Target, parse_duration, parse_time
 from hpctl.wait import cluster_in_service, nodes_at_target, wait_for_cluster
 
+# `clusters` reads each cluster (DescribeCluster, ListClusterNodes): past this many it says how far it has got.
+PROGRESS_EVERY = 10
+
+
+def _cluster_record(sm: Any, summary: dict[str, Any]) -> dict[str, Any]:
+    record: dict[str, Any] = {"cluster": summary.get("ClusterName"), "status": summary.get("ClusterStatus"),
+                              "orchestrator": None, "nodes_current": None, "nodes_target": None, "node_counts": {},
+                              "created": summary.get("CreationTime"), "arn": summary.get("ClusterArn"),
+                              "error": None}
+    try:
+        desc = api.describe_cluster(sm, summary["ClusterArn"])
+        counts = nodeops.status_counts(api.iter_nodes(sm, summary["ClusterArn"]))
+    except (ClientError, api.ClusterNotFound) as error:  # one cluster this identity may not read, or just deleted
+        record["error"] = f"{error_code(error)}" if isinstance(error, ClientError) else "not found"
+        return record
+    groups = desc.get("InstanceGroups", [])
+    record.update(orchestrator=", ".join(sorted(desc.get("Orchestrator") or {})) or None,
+                  nodes_current=sum(g.get("CurrentCount", 0) for g in groups),
+                  nodes_target=sum(g.get("TargetCount", 0) for g in groups), node_counts=counts)
+    return record
+
+
+def _unreadable(record: dict[str, Any]) -> str:
+    return "denied" if "AccessDenied" in str(record["error"]) else f"unreadable ({record['error']})"
+
 
 def cmd_clusters(args: argparse.Namespace, t: Target, clients: Any) -> int:
+    """Every cluster of the region; one that cannot be read is marked so and the rest are listed."""
     sm = clients("sagemaker")
+    summaries = list(api.iter_clusters(sm))
     records = []
-    for summary in api.iter_clusters(sm):
-        desc = api.describe_cluster(sm, summary["ClusterArn"])
-        groups = desc.get("InstanceGroups", [])
-        orchestrator = desc.get("Orchestrator") or {}
-        records.append(
-            {
-                "cluster": summary.get("ClusterName"),
-                "status": summary.get("ClusterStatus"),
-                "orchestrator": ", ".join(sorted(orchestrator)) or None,
-                "nodes_current": sum(g.get("CurrentCount", 0) for g in groups),
-                "nodes_target": sum(g.get("TargetCount", 0) for g in groups),
-                "node_counts": nodeops.status_counts(api.iter_nodes(sm, summary["ClusterArn"])),
-                "created": summary.get("CreationTime"),
-                "arn": summary.get("ClusterArn"),
-            }
-        )
+    for number, summary in enumerate(summaries, 1):
+        records.append(_cluster_record(sm, summary))
+        if len(summaries) > PROGRESS_EVERY and number % PROGRESS_EVERY == 0 and number < len(summaries):
+            print(f"hpctl: read {number} of {len(summaries)} clusters", file=sys.stderr, flush=True)
+    unreadable = [r for r in records if r["error"]]
+    if unreadable:
+        print(f"hpctl: warning: {len(unreadable)} cluster(s) could not be read: "
+              + ", ".join(f"{r['cluster']} {_unreadable(r)}" for r in unreadable), file=sys.stderr)
     if args.json:
         print_json(records)
         return EXIT_OK
@@ -49,7 +70,7 @@ def cmd_clusters(args: argparse.Namespace, t: Target, clients: Any) -> int:
                 r["cluster"],
                 r["status"],
                 r["orchestrator"],
-                f"{r['nodes_current']}/{r['nodes_target']}",
+                _unreadable(r) if r["error"] else f"{r['nodes_current']}/{r['nodes_target']}",
                 " ".join(f"{status}={count}" for status, count in r["node_counts"].items()),
                 r["created"],
             ]
@@ -193,10 +214,17 @@ def cmd_events(args: argparse.Namespace, t: Target, clients: Any) -> int:
     min_level = api.LEVELS.index(args.level) if args.level else 0
     node = api.normalize_node_id(args.node) if args.node else None
     sm = clients("sagemaker")
+    groups = list(dict.fromkeys(args.group))
+    if groups:  # an unknown group is an error, as in `nodes`, not an empty table
+        check_groups(api.describe_cluster(sm, t.cluster), groups)
+    # ListClusterEvents filters on one InstanceGroupName: several groups are asked for together and kept here.
+    one_group = groups[0] if len(groups) == 1 else None
 
     def fetch(since: dt.datetime | None) -> list[dict[str, Any]]:
         picked: list[dict[str, Any]] = []
-        for event in api.iter_events(sm, t.cluster, after=since, before=before, group=args.group, node=node):
+        for event in api.iter_events(sm, t.cluster, after=since, before=before, group=one_group, node=node):
+            if groups and event.get("InstanceGroupName") not in groups:
+                continue
             event_level = event.get("EventLevel", "Info")
             if (api.LEVELS.index(event_level) if event_level in api.LEVELS else 0) >= min_level:
                 picked.append(event)
@@ -298,7 +326,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--since", help="only events after this: a duration back from now (2h) or an ISO time")
     p.add_argument("--until", help="only events before this: a duration back from now or an ISO time")
-    p.add_argument("--group", help="only events of this instance group")
+    add_selection(p, group="only events of this instance group (repeatable)")
     p.add_argument("--node", help="only events of this node (i-... or hyperpod-i-...)")
     p.add_argument("--limit", type=positive, default=50, help="show at most this many, the newest (default 50)")
     p.add_argument("--follow", "-f", action="store_true", help="keep polling and print new events until Ctrl-C")

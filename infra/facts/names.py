@@ -11,6 +11,11 @@ NAG_PACK_NAME = "HyperPod"
 # guard's lock (infra/guards/replacement.py) records with the cluster.
 NODE_POOLS_RELEASE_NAME = "hyperpod-karpenter-node-pools"
 
+# The app's stacks are `<project>-<component>`, in creation order (stacks/app_builder.py), each described with this
+# prefix: `hpctl preflight` tells a stack of this app from another app's stack of the same name by it.
+STACK_COMPONENTS = ("network", "eks", "hyperpod", "observability", "storage")
+STACK_DESCRIPTION_PREFIX = "HyperPod on EKS: "
+
 # The CloudWatch agent of Container Insights writes one group per kind under /aws/containerinsights/<cluster>/.
 CONTAINER_INSIGHTS_LOG_KINDS = ("application", "dataplane", "host", "performance")
 

@@ -42,7 +42,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -523,13 +523,25 @@ def removed_groups(locked: dict[str, Any], current: dict[str, Any]) -> dict[str,
     return {name: count for _, _, name, count in _removed(locked, current)}
 
 
-def _removals(locked: dict[str, Any], current: dict[str, Any]) -> list[Finding]:
-    return [
-        Finding(REMOVAL, REFUSE, key, "hyperpod.instance_groups",
-                f"{_named(key, before)} hyperpod.instance_groups[{name}] with {count} nodes is removed or renamed",
-                value=name)
-        for key, before, name, count in _removed(locked, current)
-    ]
+def group_removal(name: str, nodes: int, acknowledged: Sequence[str]) -> tuple[str, str]:
+    """What the guard does with removing (or renaming) instance group ``name`` that has ``nodes`` nodes, and why:
+    HyperPod terminates them, so it is refused unless the config lists the group in
+    ``hyperpod.acknowledge_group_removal`` (``acknowledged``), then a warning. Synth's guard and `hpctl drift` (on
+    the deployed cluster's own counts) both ask this."""
+    if name in acknowledged:
+        return WARN, "its nodes are terminated; listed in hyperpod.acknowledge_group_removal"
+    return REFUSE, (f"its {nodes} node(s) would be terminated: synth refuses it unless "
+                    "hyperpod.acknowledge_group_removal lists the group")
+
+
+def _removals(locked: dict[str, Any], current: dict[str, Any], acknowledged: Sequence[str]) -> list[Finding]:
+    found = []
+    for key, before, name, count in _removed(locked, current):
+        severity, why = group_removal(name, count, acknowledged)
+        reason = f"{_named(key, before)} hyperpod.instance_groups[{name}] with {count} nodes is removed or renamed"
+        found.append(Finding(REMOVAL, severity, key, "hyperpod.instance_groups",
+                             f"{reason} ({why})" if severity == WARN else reason, value=name))
+    return found
 
 
 def _autoscaling(locked: dict[str, Any], current: dict[str, Any], acknowledged_disable: bool) -> list[Finding]:
@@ -628,9 +640,7 @@ def findings(
     replacements = _acknowledged(_replacements(locked, current), config.acknowledge_replacement, locked)
     found += sorted(replacements, key=lambda f: f.rule != ACKNOWLEDGEMENT)  # stable: left-over acknowledgements first
     found += _autoscaling(locked, current, hyperpod.autoscaling.acknowledge_disable)
-    acknowledged = set(hyperpod.acknowledge_group_removal)
-    found += [_accepted(f, "its nodes are terminated; listed in hyperpod.acknowledge_group_removal")
-              if f.value in acknowledged else f for f in _removals(locked, current)]
+    found += _removals(locked, current, hyperpod.acknowledge_group_removal)
     found += _growths(locked, current)
     if templates is not None:
         found += eks_subnet_findings(*templates)

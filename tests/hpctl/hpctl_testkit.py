@@ -26,7 +26,7 @@ ROLE = f"arn:aws:iam::{ACCOUNT}:role/hp-exec"
 @pytest.fixture(autouse=True)
 def fake_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Fake credentials, no instance metadata, no user AWS config: nothing can reach real AWS."""
-    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+    for key in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "HPCTL_CONFIG"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -131,6 +131,15 @@ def offer_every_type(stub: Stubber, cfg: Any) -> list[str]:
                 stub.add_response("describe_type", described_type(type_name),
                                   {"Type": "RESOURCE", "TypeName": type_name})
     return asked
+
+
+def names_are_free(eks_stub: Stubber, cloudformation_stub: Stubber, stacks: list[str], project: str = "hp") -> None:
+    """Stub preflight's names check (its last): no EKS cluster `<project>-eks`, no stack of those names."""
+    eks_stub.add_client_error("describe_cluster", "ResourceNotFoundException", f"No cluster found for name: "
+                              f"{project}-eks.", 404, expected_params={"name": f"{project}-eks"})
+    for stack in stacks:
+        cloudformation_stub.add_client_error("describe_stacks", "ValidationError", f"Stack with id {stack} does not "
+                                             "exist", expected_params={"StackName": stack})
 
 
 class Runner:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import boto3
 import pytest
-from hpctl_testkit import CLUSTER, REGION, config_data, moto_cluster, offer_every_type, stubbed
+from hpctl_testkit import CLUSTER, REGION, config_data, moto_cluster, names_are_free, offer_every_type, stubbed
 from moto import mock_aws
 
 from hpctl import preflight as pf
@@ -70,10 +70,10 @@ def test_added_and_removed_groups(run, write_config) -> None:
         {"name": "new", "instance_type": "ml.g5.12xlarge", "instance_count": 2, "az_id": "usw2-az2"}
     )
     code, result = run.json("drift", "--config", str(write_config(data)))
-    assert code == 1 and result["refused"] is False
+    assert code == 1 and result["refused"] is True  # "old" has a node: synth refuses its removal unacknowledged
     assert {(c["group"], c["effect"]) for c in result["changes"]} == {
         ("new", "add group"),
-        ("old", "remove group"),
+        ("old", "SYNTH REFUSES: its nodes would terminate"),
     }
 
 
@@ -875,7 +875,8 @@ def _stubs(quota: float, instances: list, cdk_out: Path) -> dict:
     _assembly(cdk_out, {"hp-eks": EKS_TEMPLATE, "hp-hyperpod": HP_TEMPLATE})
     for stack in ("hp-eks", "hp-hyperpod"):
         cf_stub.add_client_error("get_template", "ValidationError", f"Stack with id {stack} does not exist")
-    eks, _ = _eks_with_schema(TEST_SCHEMA, k8s_status="STANDARD_SUPPORT")
+    eks, eks_stub = _eks_with_schema(TEST_SCHEMA, k8s_status="STANDARD_SUPPORT")
+    names_are_free(eks_stub, cf_stub, ["hp-eks", "hp-hyperpod"])
     return {"service-quotas": sq, "sso-admin": sso, "cloudformation": cf, "eks": eks}
 
 
@@ -919,6 +920,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
         "resource-types observability.dashboard": "pass",
         "chart-source": "pass",
         "no-replace": "pass",
+        "names": "pass",
     }
 
 
@@ -950,6 +952,7 @@ def test_preflight_an_eks_error_on_the_schema_is_a_warning(
     stub.add_response("describe_addon_versions", _default_page({"v1.0.3-eksbuild.1": True}))
     stub.add_client_error("describe_addon_configuration", "ResourceNotFoundException",
                           "No addon: amazon-sagemaker-hyperpod-observability found in version")
+    stub.add_client_error("describe_cluster", "ResourceNotFoundException", "No cluster found for name: hp-eks.", 404)
     clients["eks"] = eks
     code, data = run.json(
         "preflight", "--config", str(config_file), "--cdk-out", str(tmp_path), clients=clients
@@ -1080,7 +1083,7 @@ def test_drift_command_asks_the_nodes_of_a_group_whose_list_drops_a_type(run, wr
 
 
 def test_drift_turning_a_group_flexible_is_refused_and_a_removed_one_names_its_types() -> None:
-    from hpctl.drift import REFUSED, REMOVE, compare
+    from hpctl.drift import REFUSED, REMOVE_REFUSED, compare
 
     single = {k: v for k, v in FLEXIBLE_GROUP.items() if k not in ("InstanceRequirements", "InstanceTypeDetails")}
     deployed = _described({**single, "InstanceType": "ml.g5.8xlarge"})
@@ -1091,7 +1094,7 @@ def test_drift_turning_a_group_flexible_is_refused_and_a_removed_one_names_its_t
         ("fallback_instance_types", [], ["ml.g5.12xlarge"], REFUSED)
     renamed = config_data()
     renamed["hyperpod"]["instance_groups"][0]["name"] = "others"
-    removed = [c for c in compare(_described(FLEXIBLE_GROUP), parse_config(renamed)) if c.effect == REMOVE]
+    removed = [c for c in compare(_described(FLEXIBLE_GROUP), parse_config(renamed)) if c.effect == REMOVE_REFUSED]
     assert [(c.group, c.deployed) for c in removed] == [("workers", "3 x ml.g5.8xlarge or ml.g5.12xlarge")]
 
 
@@ -1173,7 +1176,7 @@ def test_drift_command_reads_the_eks_clusters_version(run, write_config) -> None
     code, result, text = _drift_with_eks(run, write_config, answer)
     assert code == 1 and result["refused"] is True
     assert result["changes"] == [{"group": "-", "field": "eks.version", "deployed": "1.31", "config": "1.33",
-                                  "effect": "EKS REFUSES: more than one minor version"}]
+                                  "effect": "EKS REFUSES: more than one minor version", "note": ""}]
     assert "deploy 1.32 first, then 1.33" in text
 
 

@@ -143,7 +143,7 @@ def _adopting(vpc: str) -> dict:
 
 
 @mock_aws
-def test_cli_lists_then_deletes_after_confirmation_and_exits_1_while_something_remains(run, write_config):
+def test_cli_lists_then_deletes_after_confirmation_and_in_a_shared_vpc_only_this_clusters_decide(run, write_config):
     vpc, ids = _vpc_with_leftovers()
     path: Path = write_config(_adopting(vpc))
     code, listed = run.json("pre-destroy", "--config", str(path))
@@ -151,7 +151,11 @@ def test_cli_lists_then_deletes_after_confirmation_and_exits_1_while_something_r
     code, out, err = run("pre-destroy", "--config", str(path), "--delete")
     assert code == 2 and "pass --yes" in err  # no terminal in tests: refused, nothing deleted
     code, deleted = run.json("pre-destroy", "--config", str(path), "--delete", "--yes")
-    assert code == 1 and deleted["failed"] == []  # someone else's load balancer and ENI remain
+    # Someone else's load balancer and ENI remain, in a VPC the config adopts: they block nothing of this cluster's.
+    assert code == 0 and deleted["failed"] == [] and deleted["shared_vpc"] is True
+    results = {b["id"]: b["result"] for b in deleted["blockers"]}
+    assert results[ids["cni"]] == results[ids["ours"]] == "deleted"
+    assert results[ids["other"]].startswith("left alone: not this cluster's (shared VPC")
     ec2 = boto3.client("ec2", region_name=REGION)
     assert not ec2.describe_network_interfaces(
         Filters=[{"Name": "network-interface-id", "Values": [ids["cni"]]}])["NetworkInterfaces"]
@@ -257,7 +261,7 @@ def test_a_refused_endpoint_delete_and_a_group_still_in_use_are_reported_as_fail
 
 
 @mock_aws
-def test_cli_deletes_guardduty_leftovers_after_confirmation_and_exits_1_while_unmarked_ones_remain(
+def test_cli_deletes_guardduty_leftovers_after_confirmation_and_leaves_unmarked_ones_of_a_shared_vpc(
         run, write_config):
     vpc, ids = _vpc_with_guardduty()
     path: Path = write_config(_adopting(vpc))
@@ -269,5 +273,5 @@ def test_cli_deletes_guardduty_leftovers_after_confirmation_and_exits_1_while_un
     code, out, err = run("pre-destroy", "--config", str(path), "--delete")
     assert code == 2 and "pass --yes" in err and ids["guardduty"] in _live_endpoints()  # refused: nothing deleted
     code, deleted = run.json("pre-destroy", "--config", str(path), "--delete", "--yes")
-    assert code == 1 and deleted["failed"] == []  # the two endpoints GuardDuty did not tag remain
+    assert code == 0 and deleted["failed"] == []  # the two endpoints GuardDuty did not tag remain: not ours
     assert ids["guardduty"] not in _live_endpoints() and ids["elsewhere"] in _live_endpoints()

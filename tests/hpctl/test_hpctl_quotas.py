@@ -150,8 +150,10 @@ CLUSTER_QUEUES = {"kind": "ClusterQueueList", "items": [
 EKS_HOST = "0123456789ABCDEF0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com"
 
 
-def _fake_kubectl(tmp_path, monkeypatch, *, exit_code: int = 0, stderr: str = "", server: dict | None = None) -> list:
-    """A kubectl on PATH that answers the two reads from files and logs its arguments."""
+def _fake_kubectl(tmp_path, monkeypatch, *, exit_code: int = 0, stderr: str = "", server: dict | None = None,
+                  failing: str = "") -> list:
+    """A kubectl on PATH that answers the two reads from files and logs its arguments; with exit_code, every call
+    fails, or only those whose first argument is `failing`."""
     import json
     import sys
 
@@ -166,7 +168,7 @@ def _fake_kubectl(tmp_path, monkeypatch, *, exit_code: int = 0, stderr: str = ""
 import json, sys
 with open({str(log)!r}, "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\\n")
-if {exit_code}:
+if {exit_code} and sys.argv[1] == ({failing!r} or sys.argv[1]):
     sys.stderr.write({stderr!r})
     sys.exit({exit_code})
 if sys.argv[1] == "config":
@@ -197,6 +199,7 @@ def test_usage_reads_each_teams_cluster_queue(run, tmp_path, monkeypatch) -> Non
     assert "usage_not_shown" not in data
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert calls == [
+        ["config", "view", "--minify", "-o", "json", "--context", "hp"],  # the context exists
         ["get", "namespaces", "-l", "sagemaker.amazonaws.com/sagemaker-managed-queue=true", "-o", "json",
          "--context", "hp"],
         ["get", "clusterqueues.kueue.x-k8s.io", "-o", "json", "--context", "hp"],  # the server's preferred version
@@ -238,7 +241,7 @@ def test_usage_table_shows_use_and_borrowing(run, tmp_path, monkeypatch) -> None
 
 
 def test_usage_when_kubectl_cannot_reach_the_cluster_is_one_line(run, tmp_path, monkeypatch) -> None:
-    _fake_kubectl(tmp_path, monkeypatch, exit_code=1,
+    _fake_kubectl(tmp_path, monkeypatch, exit_code=1, failing="get",
                   stderr="E1203 reflector\nUnable to connect to the server: dial tcp 10.0.0.1:443: i/o timeout\n")
     client, _ = _stub_cluster_with([_quota("aaaaaaaaaaa1", "research", 2)])
     code, out, err = run("quotas", "--cluster", CLUSTER, "--region", REGION, "--usage",
@@ -291,3 +294,15 @@ def test_usage_accepts_the_clusters_endpoint_or_a_forwarded_port_to_it(run, tmp_
                                  clients=_stub_orchestrated(EKS_HOST))
         assert code == 0, err
         assert "hyperpod-ns-research" in json.loads(out)["usage"]
+
+
+def test_usage_without_a_kube_context_is_one_clear_line(run, tmp_path, monkeypatch) -> None:
+    """kubectl with no current context would talk to localhost:8080; the kubeconfig view says there is none."""
+    _fake_kubectl(tmp_path, monkeypatch, exit_code=1, stderr="error: current-context must exist in order to minify\n")
+    client, _ = _stub_cluster_with([_quota("aaaaaaaaaaa1", "research", 2)])
+    code, out, err = run("quotas", "--cluster", CLUSTER, "--region", REGION, "--usage",
+                         clients={"sagemaker": client})
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        "hpctl: --usage reads the cluster with kubectl and needs a kube context (none is current): write one with "
+        "`hpctl kubeconfig`, or pass --kube-context"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import shlex
 import sys
 from typing import Any
 
@@ -380,12 +381,18 @@ def test_from_events_and_an_explicit_rate_exclude_each_other(run, write_config) 
 
 
 def test_plot_without_matplotlib_says_how_to_get_it(run, write_config, monkeypatch, tmp_path) -> None:
+    from hpctl.commands.plan import plot_requirement
+
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     target = tmp_path / "goodput.png"
     code, out, err = run("plan", "--config", str(write_config(config())), "--checkpoint-gib", "10",
                          "--write-mib-per-s", "100", "--plot", str(target))
     assert code == 2 and out == ""
-    assert err == "hpctl: --plot needs matplotlib, which is not installed: pip install 'hyperpod-eks-cdk[plot]'\n"
+    command = f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(plot_requirement())}"
+    assert err == f"hpctl: --plot needs matplotlib, which is not installed here: {command}\n"
+    # The requirement is the plot extra's, as the installed distribution declares it: a command that works, not
+    # an extra of a distribution the package index does not have.
+    assert plot_requirement().startswith("matplotlib") and "hyperpod-eks-cdk" not in err
     assert not target.exists()
 
 
@@ -407,3 +414,49 @@ def test_plot_curve_peaks_at_the_chosen_interval() -> None:
     best = minutes[values.index(max(values))]
     assert minutes[0] < p.checkpoint_interval_minutes < minutes[-1]
     assert best == pytest.approx(p.checkpoint_interval_minutes, rel=0.05)
+
+
+# --- spot groups ---------------------------------------------------------------------------------------------
+
+
+def spot(name: str, instance_type: str, count: int) -> dict[str, Any]:
+    return {**group(name, instance_type, count), "capacity": "spot"}
+
+
+def test_a_spot_group_is_not_planned_as_on_demand_without_a_spot_rate(run, write_config) -> None:
+    data = config(group("od", "ml.p4d.24xlarge", 2), spot("sp", "ml.p4d.24xlarge", 2))
+    code, out, _ = run("plan", "--config", str(write_config(data)), "--checkpoint-gib", "10",
+                       "--write-mib-per-s", "100")
+    assert code == 0
+    assert "skipped sp: capacity is spot" in out and "--spot-interruption-percent-per-month" in out
+    code, _, err = run("plan", "--config", str(write_config(data)), "--checkpoint-gib", "10",
+                       "--write-mib-per-s", "100", "--group", "sp")
+    assert code == 2 and "--group sp: capacity is spot" in err
+
+
+def test_a_spot_rate_adds_the_reclaims_to_the_hardware_faults(run, write_config) -> None:
+    data = config(group("od", "ml.p4d.24xlarge", 2), spot("sp", "ml.p4d.24xlarge", 2))
+    code, result = run.json("plan", "--config", str(write_config(data)), "--checkpoint-gib", "10",
+                            "--write-mib-per-s", "100", "--failures-per-accelerator-hour", "0.001",
+                            "--spot-interruption-percent-per-month", "10")
+    assert code == 0
+    by_group = {p["group"]: p for p in result}
+    spot_rate = -math.log(0.9) / 730  # 10% of the instances reclaimed in a month of 730 hours
+    assert by_group["od"]["mtbf_hours"] == pytest.approx(1 / (16 * 0.001))
+    assert by_group["sp"]["mtbf_hours"] == pytest.approx(1 / (16 * 0.001 + 2 * spot_rate))
+    code, _, err = run("plan", "--config", str(write_config(data)), "--checkpoint-gib", "10",
+                       "--write-mib-per-s", "100", "--spot-interruption-percent-per-month", "100")
+    assert code == 2 and "less than 100" in err
+
+
+# --- the plot's curves -------------------------------------------------------------------------------------
+
+
+def test_identical_groups_share_one_curve_and_labels_count_instances_right() -> None:
+    from hpctl.plan_plot import curves
+
+    same = [plan.plan_group(name, 2, 8, failures_per_accelerator_hour=1 / 1600, write_seconds=72)
+            for name in ("a", "b")]
+    single = plan.plan_group("one", 1, 8, failures_per_accelerator_hour=1 / 1600, write_seconds=72)
+    labels = [label for label, _ in curves([*same, single])]
+    assert labels == ["a, b (2 instances each)", "one (1 instance)"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.conftest import CONSUMER_APP as APP_FILE
+from tests.conftest import ROOT, cdk_json_context
 
 
 def _types(template):
@@ -49,3 +50,20 @@ def test_the_integration_takes_under_twenty_lines():
     body = source.split("def hyperpod_in_existing_vpc")[1].split("\ndef ")[0]
     code = [line for line in body.splitlines()[1:] if line.strip() and not line.strip().startswith(('"""', "#"))]
     assert len(code) < 20, len(code)
+
+
+def test_the_consumer_app_synthesizes_without_warnings(consumer):
+    """Imported subnets name their route tables (else six @aws-cdk/aws-ec2:noSubnetRouteTableId warnings)."""
+    _, _, stacks = consumer
+    warnings = [(node.node.path, entry.data) for stack in stacks for node in stack.node.find_all()
+                for entry in node.node.metadata if entry.type == "aws:cdk:warning"]
+    assert warnings == []
+
+
+def test_the_consumer_app_sets_the_apps_feature_flags_and_synthesizes_with_the_projects_node():
+    consumer_json = json.loads((APP_FILE.parent / "cdk.json").read_text())
+    assert consumer_json["context"] == cdk_json_context()  # else the CDK CLI lists the flags not configured
+    makefile = (ROOT / "Makefile").read_text()
+    target = makefile.split("\nconsumer-synth:", 1)[1].split("\n\n", 1)[0]
+    assert "cd examples/consumer_app && $(CDK) synth" in target and "$(PY) app.py" in target  # the wheel's Node
+    assert "$(MAKE) --no-print-directory consumer-synth" in makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]

@@ -2,7 +2,8 @@
 
 The recommendations are read from the feature-flag report aws-cdk-lib writes into every cloud assembly
 (the artifact the CDK CLI's `cdk flags` reads), so an aws-cdk-lib upgrade that adds or changes a
-recommendation fails here until cdk.json follows it or the README's "Feature flags" section explains why not.
+recommendation fails here until cdk.json follows it or the "Feature flags" section of docs/development.md explains
+why not.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, Synthesized, cdk_json_context
 
-# A row of the README's table of kept values: | `flag` | `value as JSON` | reason |
+# A row of docs/development.md's table of kept values: | `flag` | `value as JSON` | reason |
 KEPT_ROW = re.compile(r"^\| `(@[^`]+)` \| `([^`]+)` \| (.+) \|$")
 
 
@@ -28,7 +29,7 @@ def recommended_flags(outdir: Path) -> dict[str, Any]:
 
 
 def kept_flags(readme: str) -> dict[str, Any]:
-    """The flags the README's "Feature flags" section keeps at another value than recommended."""
+    """The flags the "Feature flags" section of docs/development.md keeps at another value than recommended."""
     section = readme.split("\n## Feature flags\n", 1)[1].split("\n## ", 1)[0]
     return {m[1]: json.loads(m[2]) for line in section.splitlines() if (m := KEPT_ROW.match(line))}
 
@@ -42,7 +43,7 @@ def flag_problems(recommended: dict[str, Any], context: dict[str, Any], kept: di
         elif context[name] != expected:
             problems.append(f"{name} is {json.dumps(context[name])}, expected {json.dumps(expected)}")
     problems += [f"{name} is set but aws-cdk-lib has no such flag" for name in sorted(set(context) - set(recommended))]
-    problems += [f"{name} is kept at its recommended value: remove it from the README" for name in sorted(kept)
+    problems += [f"{name} is kept at its recommended value: remove it from docs/development.md" for name in sorted(kept)
                  if name in recommended and kept[name] == recommended[name]]
     return problems
 
@@ -54,7 +55,7 @@ def recommended(default_synth: Synthesized) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def kept() -> dict[str, Any]:
-    return kept_flags((ROOT / "README.md").read_text(encoding="utf-8"))
+    return kept_flags((ROOT / "docs" / "development.md").read_text(encoding="utf-8"))
 
 
 def test_cdk_json_sets_every_flag_to_the_recommended_value(recommended, kept):
@@ -62,7 +63,7 @@ def test_cdk_json_sets_every_flag_to_the_recommended_value(recommended, kept):
 
 
 def test_every_kept_value_has_a_reason_and_is_in_cdk_json(kept):
-    assert kept, "the README's table of kept values was not found"
+    assert kept, "docs/development.md's table of kept values was not found"
     assert set(kept) <= set(cdk_json_context())
 
 

@@ -84,7 +84,7 @@ def test_every_reader_agrees_with_the_catalog(instance_type):
     ips = known.eks_ips_per_node if known is not None else None
     assert ips_per_instance(instance_type) == (UNKNOWN_TYPE_IPS if ips is None else ips)
     # hpctl render-examples: the catalog's GPUs and EFA devices, or both options when it lacks one.
-    node = SimpleNamespace(name="workers", instance_type=instance_type, instance_count=2)
+    node = SimpleNamespace(name="workers", instance_type=instance_type, instance_count=2, capacity="on_demand")
     if known is not None and known.gpus is not None and known.efa is not None:
         assert examples.accelerators(node) == (known.gpus, known.efa)
     else:
