@@ -874,6 +874,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
         "resource-types observability.alerts.enabled": "pass",
         "resource-types observability.dashboard": "pass",
         "chart-source": "pass",
+        "device-plugins": "pass",
         "no-replace": "pass",
     }
 
@@ -1141,3 +1142,37 @@ def test_drift_goes_on_when_the_eks_cluster_cannot_be_read(run, write_config) ->
     code, result, text = _drift_with_eks(run, write_config, answer)
     assert code == 0 and result["changes"] == []
     assert "the EKS cluster's version is not compared (AccessDeniedException)" in text
+
+
+def _groups_cfg(*types: str, values: dict | None = None):
+    data = config_data()
+    group = data["hyperpod"]["instance_groups"][0]
+    data["hyperpod"]["instance_groups"] = [{**group, "name": f"g{i}", "instance_type": t} for i, t in enumerate(types)]
+    if values is not None:
+        data["hyperpod"]["dependencies_chart"] = {"values": values}
+    return parse_config(data)
+
+
+def test_device_plugins_maps_each_group_to_the_plugins_that_run_there() -> None:
+    checks = pf.check_device_plugins(_groups_cfg("ml.g5.xlarge", "ml.p5.48xlarge", "ml.m5.large"))
+    assert [(c.verdict, c.reason) for c in checks] == [
+        ("pass", "group g0 (ml.g5.xlarge): nvidia-device-plugin"),
+        ("pass", "group g1 (ml.p5.48xlarge): nvidia-device-plugin, aws-efa-k8s-device-plugin"),
+        ("pass", "group g2 (ml.m5.large): no device plugin"),
+    ]
+
+
+def test_device_plugins_fails_a_neuron_type_the_pinned_chart_does_not_serve() -> None:
+    # The pinned chart's Neuron template lists no ml.trn2.3xlarge (infra/config/device_plugins.py).
+    [check] = pf.check_device_plugins(_groups_cfg("ml.trn2.3xlarge"))
+    assert check.verdict == "fail"
+    assert "ml.trn2.3xlarge has neuron devices but the neuron-device-plugin will not run there" in check.reason
+
+
+def test_device_plugins_warns_on_an_efa_count_the_catalog_lacks_and_follows_the_configs_values() -> None:
+    [check] = pf.check_device_plugins(_groups_cfg("ml.c5n.18xlarge"))
+    assert check.verdict == "warn" and "no EFA count for ml.c5n.18xlarge" in check.reason
+    own = {"aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": True},
+                                         "supportedInstanceLabels": {"values": ["ml.c5n.18xlarge"]}}}
+    [check] = pf.check_device_plugins(_groups_cfg("ml.c5n.18xlarge", values=own))
+    assert (check.verdict, check.reason) == ("pass", "group g0 (ml.c5n.18xlarge): aws-efa-k8s-device-plugin")
