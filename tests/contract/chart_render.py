@@ -6,8 +6,12 @@ scripts/vendor_chart.py's ``layer_helm``. It is a linux x86_64 binary; elsewhere
 
 What is rendered: the top chart's Chart.yaml and values.yaml as they are at the pinned commit, with the
 ``dependencies`` of Chart.yaml narrowed to the subcharts stored here (helm refuses a chart whose dependencies are
-missing from charts/, and the others are not needed: the device plugins, the health monitoring agent, the MPI and
-training operators). Their templates and values are the stored files of their own pinned sources (each directory's
+missing from charts/): every subchart the top chart's values switch on (tests/contract/test_health_taints.py checks
+that), the others (cert-manager, the inference operator, MLflow, storage, the role charts, the GPU operator) are
+off there and are not stored. The health monitoring agent is rendered from its directory: the pinned commit also
+holds an older charts/health-monitoring-agent-0.1.0.tgz (with the same tolerations), which the installer's
+``helm dependency build`` should replace with a package of that directory (no Chart.lock, so it updates; not run
+here: unverified). Their templates and values are the stored files of their own pinned sources (each directory's
 SOURCE.json). helm itself merges the values (ours over the top chart's over each subchart's), evaluates each
 subchart's condition and renders the templates: nothing of the chart's logic is re-implemented here.
 """
@@ -39,6 +43,9 @@ SUBCHARTS = {
     "health-monitoring-agent": TOP_CHART / "charts" / "health-monitoring-agent",
     "mpi-operator": TOP_CHART / "charts" / "mpi-operator",
     "training-operators": TOP_CHART / "charts" / "training-operators",
+    "deep-health-check": TOP_CHART / "charts" / "deep-health-check",
+    "job-auto-restart": TOP_CHART / "charts" / "job-auto-restart",
+    "hyperpod-patching": TOP_CHART / "charts" / "hyperpod-patching",
 }
 RELEASE = "hyperpod-dependencies"  # infra/constructs/hyperpod/dependencies_chart.py RELEASE_NAME
 NAMESPACE = "kube-system"

@@ -29,8 +29,7 @@ from infra.config.device_plugins import (
 )
 from infra.facts.instances import CATALOG, listed_types
 from tests.conftest import Synthesized
-
-from tests.contract.chart_render import chart_dir, helm, pod_spec, render, workloads  # noqa: F401 - fixtures
+from tests.contract.chart_render import pod_spec, render, workloads
 
 # Each plugin's DaemonSet as the chart names it (release hyperpod-dependencies): the NVIDIA and EFA charts name
 # theirs after the release (their _helpers.tpl fullname), AWS's Neuron template fixes its name (line 5).
