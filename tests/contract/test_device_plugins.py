@@ -139,11 +139,11 @@ def test_the_synthesized_release_sends_the_derived_values_under_the_configs(auto
 
 
 def test_a_value_set_in_the_config_wins():
-    """An EFA type the catalog has no count for (ml.c5n.18xlarge) gets no EFA plugin unless the config says so."""
-    group = SimpleNamespace(name="cpu-efa", instance_types=("ml.c5n.18xlarge",))
+    """An EFA type the catalog has no count for (ml.c6i.32xlarge) gets no EFA plugin unless the config says so."""
+    group = SimpleNamespace(name="cpu-efa", instance_types=("ml.c6i.32xlarge",))
     (derived,) = group_plugins([group])
-    assert derived.plugins == () and derived.unknown == ("ml.c5n.18xlarge",)
+    assert derived.plugins == () and derived.unknown == ("ml.c6i.32xlarge",)
     own = {CHART_KEYS["efa"]: {"devicePlugin": {"enabled": True},
-                               "supportedInstanceLabels": {"values": ["ml.c5n.18xlarge"]}}}
+                               "supportedInstanceLabels": {"values": ["ml.c6i.32xlarge"]}}}
     (chosen,) = group_plugins([group], own)
     assert chosen.plugins == ("efa",) and chosen.unknown == ()

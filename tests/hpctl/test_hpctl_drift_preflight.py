@@ -1170,9 +1170,9 @@ def test_device_plugins_fails_a_neuron_type_the_pinned_chart_does_not_serve() ->
 
 
 def test_device_plugins_warns_on_an_efa_count_the_catalog_lacks_and_follows_the_configs_values() -> None:
-    [check] = pf.check_device_plugins(_groups_cfg("ml.c5n.18xlarge"))
-    assert check.verdict == "warn" and "no EFA count for ml.c5n.18xlarge" in check.reason
+    [check] = pf.check_device_plugins(_groups_cfg("ml.c6i.32xlarge"))
+    assert check.verdict == "warn" and "no EFA count for ml.c6i.32xlarge" in check.reason
     own = {"aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": True},
-                                         "supportedInstanceLabels": {"values": ["ml.c5n.18xlarge"]}}}
-    [check] = pf.check_device_plugins(_groups_cfg("ml.c5n.18xlarge", values=own))
-    assert (check.verdict, check.reason) == ("pass", "group g0 (ml.c5n.18xlarge): aws-efa-k8s-device-plugin")
+                                         "supportedInstanceLabels": {"values": ["ml.c6i.32xlarge"]}}}
+    [check] = pf.check_device_plugins(_groups_cfg("ml.c6i.32xlarge", values=own))
+    assert (check.verdict, check.reason) == ("pass", "group g0 (ml.c6i.32xlarge): aws-efa-k8s-device-plugin")
