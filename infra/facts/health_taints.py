@@ -78,7 +78,7 @@ CHART_WORKLOADS: tuple[TaintChoice, ...] = (
 
 # The EKS add-ons (infra.facts.addons.ALL, by name): what this product sends is what AWS's module sends.
 ADDONS: tuple[TaintChoice, ...] = (
-    TaintChoice("cert-manager", "EKS add-on", "every taint", f"{_TF}/hyperpod_cluster/cert_manager.tf lines 11-60"),
+    TaintChoice("cert-manager", "EKS add-on", "every taint", f"{_TF}/hyperpod_cluster/cert_manager.tf lines 11-61"),
     TaintChoice("vpc-cni", "EKS add-on", "add-on default", f"{_TF}/eks_cluster/main.tf lines 103-108"),
     TaintChoice("kube-proxy", "EKS add-on", "add-on default", f"{_TF}/eks_cluster/main.tf lines 110-115"),
     TaintChoice("eks-pod-identity-agent", "EKS add-on", "add-on default", f"{_TF}/eks_cluster/main.tf lines 117-122"),
@@ -93,7 +93,7 @@ ADDONS: tuple[TaintChoice, ...] = (
     TaintChoice("amazon-cloudwatch-observability", "EKS add-on", "add-on default",
                 "not in AWS's HyperPod module (unverified)"),
     TaintChoice("amazon-sagemaker-hyperpod-observability", "EKS add-on", "add-on default",
-                f"{_TF}/observability/eks_addon.tf lines 7-65 (its configuration sets no tolerations)"),
+                f"{_TF}/observability/eks_addon.tf lines 7-72 (its configuration sets no tolerations)"),
 )
 
 

@@ -115,6 +115,5 @@ def test_the_classification_follows_kubernetes_matching():
 def test_the_resilience_page_documents_each_choice():
     text = (ROOT / "docs" / "resilience.md").read_text(encoding="utf-8")
     section = text.split("## Health taints", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `([^`]+)` \| ([^|]+?) \| ([^|]+?) \|", section, flags=re.MULTILINE)
-    assert {(w, by, tol) for w, by, tol in rows} == {(c.workload, c.installed_by, c.tolerates)
-                                                     for c in (*CHART_WORKLOADS, *ADDONS)}
+    rows = re.findall(r"^\| `([^`]+)` \| ([^|]+?) \| ([^|]+?) \| ([^|]+?) \|$", section, flags=re.MULTILINE)
+    assert set(rows) == {(c.workload, c.installed_by, c.tolerates, c.source) for c in (*CHART_WORKLOADS, *ADDONS)}
