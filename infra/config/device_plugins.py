@@ -6,13 +6,13 @@ pinned ``DEPENDENCIES_CHART_REVISION``) installs three device plugins, each a su
 (its Chart.yaml, ``dependencies``) and each a DaemonSet that selects nodes by the label
 ``node.kubernetes.io/instance-type`` (AWS's lists hold ``ml.`` names: its values.yaml lines 148-269):
 
-- ``nvidia-device-plugin`` (chart 0.16.1, read at NVIDIA/k8s-device-plugin@cb6e45ec, tag v0.16.1): its ``affinity`` value, which AWS's
-  values.yaml (lines 153-201) sets to a ``nodeAffinity`` on the instance-type label; NVIDIA's template
-  (deployments/helm/nvidia-device-plugin/templates/daemonset-device-plugin.yml lines 258-260) writes
-  ``.Values.affinity`` whole;
-- ``aws-efa-k8s-device-plugin`` (chart 0.5.20, read at aws/eks-charts@de5fdc1d): ``supportedInstanceLabels.values`` (AWS's
-  values.yaml lines 218-259), which its template (stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml lines
-  49-63) turns into ``node.kubernetes.io/instance-type In <values>``;
+- ``nvidia-device-plugin`` (chart 0.16.1, read at NVIDIA/k8s-device-plugin@cb6e45ec, tag v0.16.1): its
+  ``affinity`` value, which AWS's values.yaml (lines 153-201) sets to a ``nodeAffinity`` on the instance-type
+  label; NVIDIA's template (deployments/helm/nvidia-device-plugin/templates/daemonset-device-plugin.yml lines
+  258-260) writes ``.Values.affinity`` whole;
+- ``aws-efa-k8s-device-plugin`` (chart 0.5.20, read at aws/eks-charts@de5fdc1d): ``supportedInstanceLabels.values``
+  (AWS's values.yaml lines 218-259), which its template (stable/aws-efa-k8s-device-plugin/templates/daemonset.yaml
+  lines 49-63) turns into ``node.kubernetes.io/instance-type In <values>``;
 - ``neuron-device-plugin`` (a subchart of AWS's chart): its template (charts/neuron-device-plugin/templates/
   k8s-neuron-device-plugin.yaml lines 37-63) lists the instance types itself and reads no value for them: only
   the condition ``neuron-device-plugin.devicePlugin.enabled`` can change where it runs.
