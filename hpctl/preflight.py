@@ -35,6 +35,7 @@ from infra.config import (
     eks_cluster_name,
     needed_types,
 )
+from infra.config.device_plugins import CHART_KEYS, group_plugins
 from infra.config.observability_addon import (
     HYPERPOD_OBSERVABILITY_ADDON,
     addon_configuration,
@@ -337,6 +338,30 @@ def check_chart_source(cfg: Any) -> list[Check]:
     if status == 404:
         return [Check("chart-source", FAIL, f"commit {chart.revision} not found in {chart.git_repository} ({url})")]
     return [Check("chart-source", WARN, f"{url} answers HTTP {status}")]
+
+
+# --- Device plugins ---------------------------------------------------------------------------------
+
+
+def check_device_plugins(cfg: Any) -> list[Check]:
+    """Per instance group, which of the dependencies chart's device plugins (NVIDIA, EFA, Neuron) will run on its
+    nodes with the values the app sends (``infra.config.device_plugins``). A device of the group's type that its
+    plugin will not serve fails; a type whose EFA count the instance catalog lacks warns."""
+    chart = cfg.hyperpod.dependencies_chart
+    pinned = chart.source == "git" and chart.revision == DEPENDENCIES_CHART_REVISION
+    checks = []
+    for entry in group_plugins(cfg.hyperpod.instance_groups, chart.values, pinned_chart=pinned):
+        running = ", ".join(CHART_KEYS[p] for p in entry.plugins) or "no device plugin"
+        line = f"group {entry.group} ({', '.join(entry.instance_types)}): {running}"
+        if entry.problems:
+            checks.append(Check("device-plugins", FAIL, f"{line}; {'; '.join(entry.problems)}"))
+        elif entry.unknown:
+            checks.append(Check("device-plugins", WARN, (
+                f"{line}; the instance catalog has no EFA count for {', '.join(entry.unknown)}, so no EFA plugin "
+                f"runs there: if the type has EFA, set dependencies_chart.values.{CHART_KEYS['efa']}")))
+        else:
+            checks.append(Check("device-plugins", PASS, line))
+    return checks
 
 
 # --- Karpenter autoscaling -------------------------------------------------------------------------
@@ -804,6 +829,7 @@ def run_all(cfg: Any, clients: Any, cdk_out: Path) -> list[Check]:
     checks += _guard("addon-config", lambda: check_addon_config(cfg, clients))
     checks += _guard("resource-types", lambda: check_resource_types(cfg, clients))
     checks += check_chart_source(cfg)
+    checks += check_device_plugins(cfg)
     checks += check_autoscaling(cfg, deployed)
     checks += _guard("no-replace", lambda: check_replacement(cfg, clients, cdk_out))
     stacks = list(synth_stacks(cdk_out, cfg.project)) or [f"{cfg.project}-{c}" for c in STACK_COMPONENTS[:3]]

@@ -271,6 +271,7 @@ def _hyperpod(
         log_retention=log_retention, removal_policy=removal,
         eks_cluster_name=_literal_eks_cluster_name(config, existing),
         allow_paths_outside_project=hp.allow_paths_outside_project,
+        instance_types=[t for g in hp.instance_groups for t in g.instance_types],
     )
     # Each group with its volume encryption resolved; the key exists only when a group uses it.
     groups = [g.model_copy(update={"volume_encryption": hp.group_volume_encryption(g)}) for g in hp.instance_groups]

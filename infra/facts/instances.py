@@ -141,8 +141,10 @@ def _row(name: str, gpus: int | None, neuron: int | None, efa: int | None, ipv4_
     return InstanceType(name, gpus, neuron, efa, ipv4_per_eni, network_cards, MappingProxyType(sources))
 
 
-# Every type the replaced tables held (the IP plan's, the examples' accelerator counts), and every other accelerated
-# type of botocore's list. None marks a figure no source read here gives:
+# Every type the replaced tables held (the IP plan's, the examples' accelerator counts), every other accelerated
+# type of botocore's list, and the types without accelerators that HYPERPOD_CLI gives an EFA device (the last six:
+# the dependencies chart's EFA device plugin is put on the types with EFA here, infra/config/device_plugins.py).
+# None marks a figure no source read here gives:
 # - ml.g4dn.* and ml.g7.* (not ml.g7e.*): no GPU, Neuron or EFA count in HYPERPOD_CLI;
 # - ml.p6e-gb200.36xlarge: HYPERPOD_CLI says 0 EFA devices, while the AWS Machine Learning Blog post "Train and deploy
 #   AI models at trillion-parameter scale with Amazon SageMaker HyperPod support for P6e-GB200 UltraServers" (read in
@@ -227,6 +229,12 @@ _ROWS = (
     _row("ml.trn1n.32xlarge",       0,    16,    16,   50,      16),
     _row("ml.trn2.3xlarge",         0,    1,     1,    15,      1),
     _row("ml.trn2.48xlarge",        0,    16,    16,   50,      16),
+    _row("ml.c5n.9xlarge",          0,    0,     1,    30,      1),
+    _row("ml.c5n.18xlarge",         0,    0,     1,    50,      1),
+    _row("ml.i3en.12xlarge",        0,    0,     1,    30,      1),
+    _row("ml.i3en.24xlarge",        0,    0,     1,    50,      1),
+    _row("ml.m7i.48xlarge",         0,    0,     1,    50,      1),
+    _row("ml.r7i.48xlarge",         0,    0,     1,    50,      1),
 )
 
 CATALOG: Mapping[str, InstanceType] = MappingProxyType({row.name: row for row in _ROWS})

@@ -64,10 +64,19 @@ def test_every_fact_names_its_source():
 def test_stored_chart_files_are_the_pinned_commits():
     assert PINNED_SOURCE["commit"] == DEPENDENCIES_CHART_REVISION == FACTS["dependencies_chart"]["revision"]
     assert f"https://github.com/{PINNED_SOURCE['repository']}" == FACTS["dependencies_chart"]["repository"]
-    stored = {str(p.relative_to(PINNED)) for p in PINNED.rglob("*") if p.is_file() and p.name != "SOURCE.json"}
-    assert stored == set(PINNED_SOURCE["files"])
-    for path, entry in PINNED_SOURCE["files"].items():
-        assert _git_blob((PINNED / path).read_bytes()) == entry["blob"], f"{path} is not the file at the pinned commit"
+
+
+@pytest.mark.parametrize("directory", sorted(p.parent for p in PINNED.parent.glob("*/SOURCE.json")),
+                         ids=lambda p: p.name)
+def test_stored_files_are_the_files_at_their_commit(directory: Path):
+    """Each stored directory (the pinned chart's files, and the device plugin charts it depends on) holds exactly
+    the files its SOURCE.json lists, each the file of that repository at that commit."""
+    source = json.loads((directory / "SOURCE.json").read_text())
+    assert re.fullmatch(r"[0-9a-f]{40}", source["commit"]) and "/" in source["repository"]
+    stored = {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file() and p.name != "SOURCE.json"}
+    assert stored == set(source["files"])
+    for path, entry in source["files"].items():
+        assert _git_blob((directory / path).read_bytes()) == entry["blob"], f"{path} is not the file at the commit"
 
 
 def _holds(path: str, value: str) -> bool:

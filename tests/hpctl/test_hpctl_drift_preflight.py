@@ -919,6 +919,7 @@ def test_preflight_a_failed_check_exits_1_and_json_parses(
         "resource-types observability.alerts.enabled": "pass",
         "resource-types observability.dashboard": "pass",
         "chart-source": "pass",
+        "device-plugins": "pass",
         "no-replace": "pass",
         "names": "pass",
     }
@@ -1200,3 +1201,37 @@ def test_preflight_prints_the_pod_budget_of_each_group() -> None:
     # add-ons, Container Insights' three and the chart's GPU agent and device plugin on it, not the EFA plugin.
     assert small.verdict == "pass" and "8 of 14 pod slots per node taken" in small.reason and "6 left" in small.reason
     assert "aws-efa-k8s-device-plugin" in checks["pod-slots gpu-workers ml.g5.8xlarge"].reason
+
+
+def _groups_cfg(*types: str, values: dict | None = None):
+    data = config_data()
+    group = data["hyperpod"]["instance_groups"][0]
+    data["hyperpod"]["instance_groups"] = [{**group, "name": f"g{i}", "instance_type": t} for i, t in enumerate(types)]
+    if values is not None:
+        data["hyperpod"]["dependencies_chart"] = {"values": values}
+    return parse_config(data)
+
+
+def test_device_plugins_maps_each_group_to_the_plugins_that_run_there() -> None:
+    checks = pf.check_device_plugins(_groups_cfg("ml.g5.xlarge", "ml.p5.48xlarge", "ml.m5.large"))
+    assert [(c.verdict, c.reason) for c in checks] == [
+        ("pass", "group g0 (ml.g5.xlarge): nvidia-device-plugin"),
+        ("pass", "group g1 (ml.p5.48xlarge): nvidia-device-plugin, aws-efa-k8s-device-plugin"),
+        ("pass", "group g2 (ml.m5.large): no device plugin"),
+    ]
+
+
+def test_device_plugins_fails_a_neuron_type_the_pinned_chart_does_not_serve() -> None:
+    # The pinned chart's Neuron template lists no ml.trn2.3xlarge (infra/config/device_plugins.py).
+    [check] = pf.check_device_plugins(_groups_cfg("ml.trn2.3xlarge"))
+    assert check.verdict == "fail"
+    assert "ml.trn2.3xlarge has neuron devices but the neuron-device-plugin will not run there" in check.reason
+
+
+def test_device_plugins_warns_on_an_efa_count_the_catalog_lacks_and_follows_the_configs_values() -> None:
+    [check] = pf.check_device_plugins(_groups_cfg("ml.c6i.32xlarge"))
+    assert check.verdict == "warn" and "no EFA count for ml.c6i.32xlarge" in check.reason
+    own = {"aws-efa-k8s-device-plugin": {"devicePlugin": {"enabled": True},
+                                         "supportedInstanceLabels": {"values": ["ml.c6i.32xlarge"]}}}
+    [check] = pf.check_device_plugins(_groups_cfg("ml.c6i.32xlarge", values=own))
+    assert (check.verdict, check.reason) == ("pass", "group g0 (ml.c6i.32xlarge): aws-efa-k8s-device-plugin")

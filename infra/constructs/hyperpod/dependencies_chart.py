@@ -13,6 +13,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import ChartConfig
+from infra.config.device_plugins import device_plugin_values, merge_values
 from infra.constructs.helm_release import HANDLER_DIR, HELM_TIMEOUT_MINUTES, ChartSource, HelmInstaller, HelmRelease
 from infra.errors import ConfigError
 from infra.runtime.chart_installer.handler.charts import VENDOR_LOCK
@@ -63,6 +64,11 @@ class HyperPodDependenciesChart(Construct):
     ``health-monitoring-agent.region`` is set to the stack's region (by the handler) unless the chart values
     in config set it.
 
+    ``instance_types``: every type the instance groups may run. The chart's device plugins (NVIDIA, EFA, Neuron)
+    then get values that make each select exactly those of the types with its device in the instance catalog, and
+    a plugin none needs is switched off (``infra.config.device_plugins.device_plugin_values``); ``chart.values``
+    is merged over them, so a value set there wins. Empty: AWS's own lists.
+
     Other releases of the same stack can share its installer: ``HelmRelease(..., installer=chart.installer)``.
     Make the HyperPod cluster depend on ``self.release``.
     """
@@ -81,6 +87,7 @@ class HyperPodDependenciesChart(Construct):
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         eks_cluster_name: str | None = None,
         allow_paths_outside_project: bool = False,
+        instance_types: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         # "Default" is left out of logical IDs: the installer's resources keep the IDs they had when this
@@ -98,7 +105,8 @@ class HyperPodDependenciesChart(Construct):
             release_name=RELEASE_NAME,
             namespace=NAMESPACE,
             chart=chart_source(self, chart, allow_paths_outside_project=allow_paths_outside_project),
-            values=chart.values,
+            values=merge_values(device_plugin_values(instance_types), chart.values) if instance_types
+            else chart.values,
             # Installed before the HyperPod cluster, when the EKS cluster has no node: its operators'
             # Deployments cannot be ready yet, so helm must not wait for them (AWS installs it the same way).
             wait=False,
