@@ -43,7 +43,7 @@ def _requirement_names(wheel: Path) -> tuple[set[str], str]:
 
 def test_the_light_distribution_declares_what_hpctl_imports_and_not_the_cdk(light_wheel: Path) -> None:
     names, version = _requirement_names(light_wheel)
-    assert names == {"boto3", "pydantic", "pyyaml", "jsonschema"}
+    assert names == {"boto3", "pydantic", "pyyaml", "jsonschema", "kubernetes"}
     assert not names & CDK
     assert version == (ROOT / "VERSION").read_text().strip()
 
