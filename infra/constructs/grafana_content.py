@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from urllib.parse import urlparse
 
 from aws_cdk import Aws, CustomResource, Duration, Fn, RemovalPolicy, Stack
@@ -136,5 +137,57 @@ class GrafanaContent(Construct):
                                               prometheus_workspace_id]),
                 "ServiceAccountName": SERVICE_ACCOUNT_NAME,
                 "Content": content_manifest(s3_source or GITHUB_SOURCE),
+            },
+        )
+
+
+ADMIN_REVOCATION_TYPE = "Custom::HyperPodGrafanaAdminRevocation"
+
+
+class GrafanaAdminRevocation(Construct):
+    """Takes the Grafana ADMIN role back from the users and groups an update removes from ``admin_user_ids`` and
+    ``admin_group_ids`` (``infra/runtime/grafana_content/admins.py``: why a resource of its own beside the ADD of
+    ``ManagedGrafana``'s ``Admins``). Its function may call ``grafana:UpdatePermissions`` on ``workspace_arn`` only.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, workspace_id: str, workspace_arn: str,
+        admin_user_ids: Sequence[str], admin_group_ids: Sequence[str],
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description="Revokes Grafana ADMIN from users and groups removed from the config")
+        self.log_group.grant_write(self.role)
+        # grafana:UpdatePermissions takes the resource type workspace* (Service Authorization Reference, the page
+        # named on GrafanaContent's policy above).
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="ThisWorkspaceOnly", actions=["grafana:UpdatePermissions"], resources=[workspace_arn]))
+        self.function = lambda_.Function(
+            self, "Function",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            architecture=lambda_.Architecture.ARM_64,
+            handler="runtime.grafana_content.admins.on_event",
+            code=runtime_code(),
+            timeout=Duration.minutes(1),
+            memory_size=256,
+            role=self.role,
+            log_group=self.log_group,
+            description="Revokes Grafana ADMIN from users and groups removed from the config",
+        )
+        self.provider = logged_provider(self, on_event=self.function, log_retention=log_retention,
+                                        removal_policy=removal_policy)
+        self.resource = CustomResource(
+            self, "Resource",
+            service_token=self.provider.service_token,
+            resource_type=ADMIN_REVOCATION_TYPE,
+            service_timeout=Duration.minutes(SERVICE_TIMEOUT_MINUTES),
+            properties={
+                "WorkspaceId": workspace_id,
+                "Region": Aws.REGION,
+                "AdminUserIds": json.dumps(list(admin_user_ids)),
+                "AdminGroupIds": json.dumps(list(admin_group_ids)),
             },
         )
