@@ -234,7 +234,8 @@ def test_delete_of_a_release_that_is_not_installed_succeeds(helm: FakeHelm, aws:
     assert helm.commands() == ["uninstall"]
 
 
-HOOK_TIMEOUT = "Error: 1 error occurred:\n\t* pre-delete hook job hyperpod-cleanup: timed out waiting for the condition\n"
+HOOK_TIMEOUT = ("Error: 1 error occurred:\n\t* pre-delete hook job hyperpod-cleanup: timed out waiting for the "
+                "condition\n")
 
 
 def answers(*outcomes: tuple[int, str, str] | Exception) -> Callable[[], tuple[int, str, str]]:
@@ -888,8 +889,8 @@ def test_a_pending_upgrade_too_young_to_be_stale_fails_in_one_line_when_there_is
         handler.on_event(cfn_event("Create", git_properties()), context)
 
     message = str(raised.value)
-    assert message.startswith("release kube-system/hyperpod-dependencies is pending-upgrade at revision 2, started 60 s "
-                              "ago: another run of the installer may still be working on it")
+    assert message.startswith("release kube-system/hyperpod-dependencies is pending-upgrade at revision 2, started "
+                              "60 s ago: another run of the installer may still be working on it")
     assert f"retry once it is {deadline.STALE_OPERATION_SECONDS} s old" in message
     assert helm.commands() == ["dependency", "history"]
 
