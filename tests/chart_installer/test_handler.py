@@ -36,6 +36,7 @@ from .fakes import (
     cfn_event,
     git_properties,
     revisions,
+    tarball_sha256,
 )
 
 PHYSICAL_ID = "kube-system/hyperpod-dependencies"
@@ -125,9 +126,10 @@ def test_chart_without_dependencies_skips_dependency_build(
     helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
 ) -> None:
     aws.cluster_exists()
-    github(chart_yaml="apiVersion: v2\nname: plain\nversion: 0.1.0\ndependencies: []\n")
+    plain = "apiVersion: v2\nname: plain\nversion: 0.1.0\ndependencies: []\n"
+    github(chart_yaml=plain)
 
-    create()
+    create(git_properties(SourceSha256=tarball_sha256(chart_yaml=plain)))
 
     assert helm.commands() == ["history", "upgrade", "status"]
 
@@ -468,7 +470,7 @@ def test_missing_chart_yaml_is_a_clear_error(
     with pytest.raises(
         errors.ChartInstallerError, match=r"no Chart\.yaml at 'helm_chart/HyperPodHelmChart'"
     ):
-        create()
+        create(git_properties(SourceSha256=tarball_sha256(chart_yaml=None)))
     assert helm.calls == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +27,7 @@ from .helm import (
 )
 from .kinds import missing_kinds, wait_for_kinds
 from .process import check, helm_env, log, tail
-from .properties import parse_release, parse_source, parse_values, release_to_delete
+from .properties import check_allowed_source, parse_release, parse_source, parse_values, release_to_delete
 
 
 @reports_failures
@@ -45,6 +46,7 @@ def on_event(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
 def install(props: Mapping[str, Any], *, previous_physical_id: str | None, deadline: Deadline) -> dict[str, Any]:
     release = parse_release(props)
     source = parse_source(props)
+    check_allowed_source(props, os.environ)
     values = parse_values(props.get("Values"), release.region)
     cluster = describe_cluster(release.cluster_name, release.region)
     if previous_physical_id and previous_physical_id != release.physical_id:
