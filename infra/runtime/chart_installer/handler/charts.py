@@ -92,7 +92,7 @@ def tree_digest(root: Path) -> str:
     changed by github/docs#25673). Directories are not listed (an empty one changes nothing helm reads); a
     symbolic link, whose target the list would not show, and a name ``sha256sum`` would escape (a newline or a
     backslash) are refused."""
-    lines: list[bytes] = []
+    lines: dict[bytes, bytes] = {}
     for directory, subdirectories, files in os.walk(root):
         for name in [*subdirectories, *files]:
             path = Path(directory) / name
@@ -104,9 +104,9 @@ def tree_digest(root: Path) -> str:
                 if "\n" in relative or "\\" in relative:
                     raise UnsafeArchiveError(f"the chart source holds a file name its digest cannot list: {relative!r}")
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                lines.append(f"{digest}  {relative}\n".encode())
-    # Each line starts with 64 hex digits and two spaces: sorting the lines sorts the names, as sort -z does.
-    return hashlib.sha256(b"".join(sorted(lines, key=lambda line: line[66:]))).hexdigest()
+                lines[relative.encode()] = f"{digest}  {relative}\n".encode()
+    # Sorted by the names' bytes, as LC_ALL=C sort -z sorts them.
+    return hashlib.sha256(b"".join(lines[name] for name in sorted(lines))).hexdigest()
 
 
 def verify_tree(root: Path, expected: str, what: str) -> None:

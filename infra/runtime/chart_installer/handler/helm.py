@@ -185,12 +185,10 @@ def uninstall_or_forget(on: OnCluster) -> list[str]:
     Fails only when all three did, with one line listing the steps and what to do by hand."""
     name = on.release.physical_id
     steps: list[str] = []
-    for label, attempt in (
-        ("helm uninstall", lambda: helm_uninstall(on, keep=UNINSTALL_FALLBACK_RESERVE_SECONDS)),
-        ("helm uninstall --no-hooks", lambda: helm_uninstall(on, hooks=False)),
-    ):
+    for hooks in (True, False):
+        label = "helm uninstall" if hooks else "helm uninstall --no-hooks"
         try:
-            result = attempt()
+            result = helm_uninstall(on, hooks=hooks, keep=UNINSTALL_FALLBACK_RESERVE_SECONDS if hooks else 0)
         except ChartInstallerError as error:
             steps.append(f"{label}: {error}")
         else:
