@@ -185,7 +185,7 @@ class GrafanaAdminRevocation(Construct):
             sid="ThisWorkspaceOnly", actions=["grafana:UpdatePermissions"], resources=[workspace_arn]))
         self.function, self.provider, self.resource = grafana_custom_resource(
             self, role=self.role, log_group=self.log_group, handler="runtime.grafana_content.admins.on_event",
-            timeout=Duration.minutes(1), memory_size=256,
+            timeout=Duration.minutes(FUNCTION_TIMEOUT_MINUTES), memory_size=256,
             description="Revokes Grafana ADMIN from users and groups removed from the config",
             resource_type=ADMIN_REVOCATION_TYPE, log_retention=log_retention, removal_policy=removal_policy,
             properties={
