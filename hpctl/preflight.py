@@ -47,6 +47,7 @@ from infra.errors import ConfigError
 from infra.facts.names import STACK_COMPONENTS, STACK_DESCRIPTION_PREFIX
 from infra.guards import replacement as engine
 from infra.runtime.chart_installer.handler import github_archive_url
+from infra.runtime.common.errors import DeployError
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 
@@ -328,7 +329,10 @@ def check_chart_source(cfg: Any) -> list[Check]:
     chart = cfg.hyperpod.dependencies_chart
     if chart.source != "git":
         return [Check("chart-source", PASS, f"source {chart.source}: not fetched from GitHub")]
-    url = github_archive_url(chart.git_repository, chart.revision)
+    try:
+        url = github_archive_url(chart.git_repository, chart.revision)
+    except DeployError as error:  # what the installer would refuse: another host, a non-ASCII owner
+        return [Check("chart-source", FAIL, str(error))]
     try:
         status = head_status(url)
     except (URLError, OSError) as error:

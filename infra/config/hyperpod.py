@@ -26,6 +26,15 @@ from infra.facts.instances import is_listed, listed_types
 
 # The HyperPod dependencies chart's default commit (see ChartConfig.revision for what it is).
 DEPENDENCIES_CHART_REVISION = "a00b22d17ea928a6e39a43bd2efdafe01b1005ea"
+DEPENDENCIES_CHART_REPOSITORY = "https://github.com/aws/sagemaker-hyperpod-cli"
+# The SHA-256 of that commit's source tree (runtime/chart_installer/handler/charts.py, tree_digest), computed here
+# from a clone of aws/sagemaker-hyperpod-cli: `git archive a00b22d1... | tar -x`, then the shell line tree_digest
+# names. GitHub's archive is made by git archive too ("Source downloads on GitHub depend on Git's archive command",
+# https://github.blog/2023-02-21-update-on-the-future-stability-of-source-code-archives-and-hashes/), and the
+# commit has no .gitattributes (no export-ignore or export-subst); the submodule src/hyperpod_cli/
+# sagemaker_hyperpod_recipes is in neither. Not compared with a download from GitHub (no network where it was
+# computed): the first deploy does that, and refuses with both digests in one line if they differ.
+DEPENDENCIES_CHART_SOURCE_SHA256 = "8c918f75a33084155ea1abfddb433f344558ad6b34ae6f034b7778cd983c51f0"
 
 # Service limit on instance groups per cluster (SageMaker HyperPod quotas).
 MAX_INSTANCE_GROUPS = 20
@@ -244,20 +253,40 @@ class ChartConfig(StrictModel):
 
     source: Literal["git", "oci", "local"] = "git"
     git_repository: str = Field(
-        default="https://github.com/aws/sagemaker-hyperpod-cli", pattern=r"^https://github\.com/[\w.-]+/[\w.-]+$"
+        default=DEPENDENCIES_CHART_REPOSITORY, pattern=r"^https://github\.com/[\w.-]+/[\w.-]+$"
     )
     # A full commit SHA: branches and tags move, a commit does not. Default: aws/sagemaker-hyperpod-cli main at
     # a00b22d1 (2026-06-19, "Bump inference operator helm chart version to 2.2.2"), the last commit on main that
     # touches helm_chart/HyperPodHelmChart in the copy read on 2026-12-02 (main was then at 011ca927).
     revision: str = Field(default=DEPENDENCIES_CHART_REVISION, pattern=r"^[0-9a-f]{40}$")
     chart_path: str = "helm_chart/HyperPodHelmChart"
+    # The SHA-256 of the source tree at revision (docs/constructs/helm-releases.md, "Pinning the chart source"): a
+    # commit SHA alone does not prove which repository it is on, since GitHub serves a fork's commits under the
+    # parent's URL. Known for the default repository and revision, required for any other.
+    source_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     oci_uri: str | None = Field(default=None, pattern=r"^oci://[\w./:-]+$")
     version: ExactVersion | None = None
     local_path: str | None = None
     values: dict[str, Any] = {}
 
+    @property
+    def is_default_commit(self) -> bool:
+        return (self.git_repository, self.revision) == (DEPENDENCIES_CHART_REPOSITORY, DEPENDENCIES_CHART_REVISION)
+
+    @property
+    def pinned_sha256(self) -> str:
+        """The source tree's SHA-256 a git source is installed with: ``source_sha256``, or the default commit's."""
+        return self.source_sha256 or DEPENDENCIES_CHART_SOURCE_SHA256
+
     @model_validator(mode="after")
     def _source(self) -> ChartConfig:
+        if self.source == "git" and self.source_sha256 is None and not self.is_default_commit:
+            raise refusal("source_sha256", None, "required with a git_repository or revision other than the "
+                          "default: the SHA-256 of the source tree, which make vendor-chart prints "
+                          "(docs/constructs/helm-releases.md, Pinning the chart source)")
+        if self.source_sha256 not in (None, DEPENDENCIES_CHART_SOURCE_SHA256) and self.is_default_commit:
+            raise refusal("source_sha256", self.source_sha256, "is not the digest of the default revision "
+                          f"{DEPENDENCIES_CHART_REVISION} ({DEPENDENCIES_CHART_SOURCE_SHA256}): remove it")
         if self.source == "oci" and (self.oci_uri is None or self.version is None):
             raise refusal("", self.oci_uri, "source oci needs oci_uri and a pinned version")
         if self.source == "local":

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlparse
 
 from aws_cdk import Aws, CustomResource, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from infra.config import S3_PREFIX_PATTERN
@@ -107,26 +110,11 @@ class GrafanaContent(Construct):
                 sid="ReadContentCopy", actions=["s3:GetObject"], resources=[objects]))
             acknowledge(self.policy, f"AwsSolutions-IAM5[Resource::{nag_name(self, objects)}]",
                         "Reads only the copy of the pinned dashboard files under the configured prefix.")
-        self.function = lambda_.Function(
-            self, "Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            architecture=lambda_.Architecture.ARM_64,
-            handler="runtime.grafana_content.handler.on_event",
-            code=runtime_code(),
-            timeout=Duration.minutes(FUNCTION_TIMEOUT_MINUTES),
-            memory_size=512,
-            role=self.role,
-            log_group=self.log_group,
+        self.function, self.provider, self.resource = grafana_custom_resource(
+            self, role=self.role, log_group=self.log_group, handler="runtime.grafana_content.handler.on_event",
+            timeout=Duration.minutes(FUNCTION_TIMEOUT_MINUTES), memory_size=512,
             description="Provisions HyperPod's Grafana data sources, dashboards and alert rules",
-        )
-        self.function.node.add_dependency(self.policy)
-        self.provider = logged_provider(self, on_event=self.function, log_retention=log_retention,
-                                        removal_policy=removal_policy)
-        self.resource = CustomResource(
-            self, "Resource",
-            service_token=self.provider.service_token,
-            resource_type=RESOURCE_TYPE,
-            service_timeout=Duration.minutes(SERVICE_TIMEOUT_MINUTES),
+            resource_type=RESOURCE_TYPE, log_retention=log_retention, removal_policy=removal_policy,
             properties={
                 "WorkspaceId": workspace_id,
                 "WorkspaceEndpoint": workspace_endpoint,
@@ -136,5 +124,74 @@ class GrafanaContent(Construct):
                                               prometheus_workspace_id]),
                 "ServiceAccountName": SERVICE_ACCOUNT_NAME,
                 "Content": content_manifest(s3_source or GITHUB_SOURCE),
+            },
+        )
+        self.function.node.add_dependency(self.policy)
+
+
+def grafana_custom_resource(
+    scope: Construct, *, role: iam.IRole, log_group: logs.ILogGroup, handler: str, timeout: Duration,
+    memory_size: int, description: str, resource_type: str, properties: Mapping[str, Any],
+    log_retention: logs.RetentionDays, removal_policy: RemovalPolicy,
+) -> tuple[lambda_.Function, cr.Provider, CustomResource]:
+    """A custom resource of a Grafana runtime ``handler`` in ``scope``: its function (``Function``, outside any VPC),
+    provider (``logged_provider``) and resource (``Resource``), given up on by CloudFormation after
+    SERVICE_TIMEOUT_MINUTES."""
+    function = lambda_.Function(
+        scope, "Function",
+        runtime=lambda_.Runtime.PYTHON_3_14,
+        architecture=lambda_.Architecture.ARM_64,
+        handler=handler,
+        code=runtime_code(),
+        timeout=timeout,
+        memory_size=memory_size,
+        role=role,
+        log_group=log_group,
+        description=description,
+    )
+    provider = logged_provider(scope, on_event=function, log_retention=log_retention, removal_policy=removal_policy)
+    resource = CustomResource(
+        scope, "Resource",
+        service_token=provider.service_token,
+        resource_type=resource_type,
+        service_timeout=Duration.minutes(SERVICE_TIMEOUT_MINUTES),
+        properties=dict(properties),
+    )
+    return function, provider, resource
+
+ADMIN_REVOCATION_TYPE = "Custom::HyperPodGrafanaAdminRevocation"
+
+
+class GrafanaAdminRevocation(Construct):
+    """Takes the Grafana ADMIN role back from the users and groups an update removes from ``admin_user_ids`` and
+    ``admin_group_ids`` (``infra/runtime/grafana_content/admins.py``: why a resource of its own beside the ADD of
+    ``ManagedGrafana``'s ``Admins``). Its function may call ``grafana:UpdatePermissions`` on ``workspace_arn`` only.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, workspace_id: str, workspace_arn: str,
+        admin_user_ids: Sequence[str], admin_group_ids: Sequence[str],
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description="Revokes Grafana ADMIN from users and groups removed from the config")
+        self.log_group.grant_write(self.role)
+        # grafana:UpdatePermissions takes the resource type workspace* (Service Authorization Reference as bundled in
+        # parliament 1.6.4, iam_definition.json).
+        self.role.add_to_policy(iam.PolicyStatement(
+            sid="ThisWorkspaceOnly", actions=["grafana:UpdatePermissions"], resources=[workspace_arn]))
+        self.function, self.provider, self.resource = grafana_custom_resource(
+            self, role=self.role, log_group=self.log_group, handler="runtime.grafana_content.admins.on_event",
+            timeout=Duration.minutes(FUNCTION_TIMEOUT_MINUTES), memory_size=256,
+            description="Revokes Grafana ADMIN from users and groups removed from the config",
+            resource_type=ADMIN_REVOCATION_TYPE, log_retention=log_retention, removal_policy=removal_policy,
+            properties={
+                "WorkspaceId": workspace_id,
+                "Region": Aws.REGION,
+                "AdminUserIds": json.dumps(list(admin_user_ids)),
+                "AdminGroupIds": json.dumps(list(admin_group_ids)),
             },
         )

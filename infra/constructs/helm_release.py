@@ -37,6 +37,7 @@ from infra.config import refuse_links_leaving
 from infra.constructs.common import acknowledge, nag_name
 from infra.constructs.provider import logged_provider, runtime_code
 from infra.runtime.chart_installer.handler.deadline import DEFAULT_TIMEOUT_MINUTES, FUNCTION_TIMEOUT_SECONDS
+from infra.runtime.chart_installer.handler.properties import CHART_SOURCE_ENV_PREFIX
 from infra.runtime.chart_installer.handler.readiness import CHECK_FUNCTION_TIMEOUT_SECONDS
 
 # The installer's runtime code (helm upgrade --install / uninstall, see its module docstring), shipped in the
@@ -70,10 +71,12 @@ class ChartSource:
     asset: s3_assets.Asset | None = field(default=None, compare=False)
 
     @staticmethod
-    def git(repository: str, revision: str, chart_path: str) -> ChartSource:
-        """A chart directory of a GitHub repository at one commit (a full SHA, never a branch)."""
+    def git(repository: str, revision: str, chart_path: str, sha256: str) -> ChartSource:
+        """A chart directory of a GitHub repository at one commit (a full SHA, never a branch), whose extracted
+        source tree has the SHA-256 ``sha256`` (``charts.tree_digest``: the commit alone does not prove the
+        repository, GitHub serves a fork's commits under the parent's URL too)."""
         return ChartSource({"Source": "git", "GitRepository": repository, "GitRevision": revision,
-                            "ChartPath": chart_path})
+                            "ChartPath": chart_path, "SourceSha256": sha256})
 
     @staticmethod
     def oci(uri: str, version: str) -> ChartSource:
@@ -150,6 +153,7 @@ class HelmInstaller(Construct):
         self._log_retention = log_retention
         self._removal_policy = removal_policy
         self._readiness_provider: cr.Provider | None = None
+        self._sources: list[Mapping[str, str]] = []
         self._describes_addons = False
         self.role = iam.Role(
             self, "Role",
@@ -217,6 +221,16 @@ class HelmInstaller(Construct):
             environment={"HELM_BIN": "/opt/helm/helm"},
             description=description,
         )
+
+    def allow_source(self, chart: ChartSource) -> None:
+        """Lets the function install ``chart``: its source properties go into the function's environment
+        (``CHART_SOURCE_<n>``), and the handler refuses any other source it is invoked with
+        (``properties.check_allowed_source``), whoever invokes it."""
+        if chart.properties in self._sources:
+            return
+        self.function.add_environment(f"{CHART_SOURCE_ENV_PREFIX}{len(self._sources)}",
+                                      Stack.of(self).to_json_string(dict(chart.properties)))
+        self._sources.append(chart.properties)
 
     def readiness_provider(self) -> cr.Provider:
         """The asynchronous provider of ``Readiness`` resources (infra/constructs/readiness.py: the time limits and
@@ -314,6 +328,7 @@ class HelmRelease(CustomResource):
         )
         self.release_name = release_name
         self.namespace = namespace
+        installer.allow_source(chart)
         if chart.asset is not None:
             installer.role.add_to_policy(iam.PolicyStatement(
                 sid=f"ReadChart{construct_id}".replace("-", ""),

@@ -33,7 +33,7 @@ from infra.config import (
 from infra.config.observability_addon import addon_configuration, prometheus_endpoint
 from infra.constructs.addon import EksAddon
 from infra.constructs.common import acknowledge, log_group_arn, nag_name, retention
-from infra.constructs.grafana_content import GrafanaContent
+from infra.constructs.grafana_content import GrafanaAdminRevocation, GrafanaContent
 from infra.facts.addons import CONTAINER_INSIGHTS, HYPERPOD_OBSERVABILITY
 from infra.facts.names import cluster_log_groups, container_insights_log_groups
 
@@ -198,7 +198,8 @@ class ManagedGrafana(Construct):
     ``prometheus_workspace_arn``, read CloudWatch metrics, and query the log groups ``log_group_names`` (name
     patterns, see ``cluster_log_groups``). With ``network_access`` only the listed prefix lists and VPC
     endpoints reach the workspace. Identity Center users and groups of ``admin_user_ids`` and
-    ``admin_group_ids`` are made admins through a custom resource (CloudFormation has no resource for it).
+    ``admin_group_ids`` are made admins through a custom resource (CloudFormation has no resource for it); those an
+    update removes lose the role again (``GrafanaAdminRevocation``).
     """
 
     def __init__(
@@ -281,6 +282,7 @@ class ManagedGrafana(Construct):
                                                        resource_name=self.workspace.attr_id)
         self.url = Fn.join("", ["https://", self.workspace.attr_endpoint])
         self.admin_assignment: cr.AwsCustomResource | None = None
+        self.admin_revocation: GrafanaAdminRevocation | None = None
         if admin_user_ids or admin_group_ids:
             self._assign_admins(admin_user_ids, admin_group_ids, log_retention, removal_policy)
 
@@ -305,6 +307,12 @@ class ManagedGrafana(Construct):
             # Its own group, created before the function: see LifecycleScripts for why not Lambda's default.
             log_group=logs.LogGroup(self, "AdminsLogs", retention=log_retention, removal_policy=removal_policy),
         )
+        # ADD never takes anything back: the users and groups an update removes lose ADMIN here, after the grant.
+        self.admin_revocation = GrafanaAdminRevocation(
+            self, "AdminRevocation", workspace_id=self.workspace.attr_id, workspace_arn=self.workspace_arn,
+            admin_user_ids=admin_user_ids, admin_group_ids=admin_group_ids,
+            log_retention=log_retention, removal_policy=removal_policy)
+        self.admin_revocation.node.add_dependency(self.admin_assignment)
         # The SDK-call function is a per-stack singleton of aws-cdk-lib.
         handler = next(c for c in Stack.of(self).node.children if c.node.id.startswith("AWS679f53fac002430cb0da5b7"))
         acknowledge(

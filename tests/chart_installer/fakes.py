@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import tarfile
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,17 @@ dependencies:
 """
 
 
+def tarball_sha256(**kwargs: Any) -> str:
+    """The source tree digest (SourceSha256) of ``github_tarball(**kwargs)``."""
+    from infra.runtime.chart_installer.handler import charts
+
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = github_tarball(Path(tmp), **kwargs)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(Path(tmp) / "src", filter="data")
+        return charts.tree_digest(Path(tmp) / "src" / f"sagemaker-hyperpod-cli-{SHA}")
+
+
 def git_properties(**overrides: Any) -> dict[str, Any]:
     props: dict[str, Any] = {
         "ServiceToken": "arn:aws:lambda:us-west-2:111122223333:function:provider",
@@ -49,6 +61,7 @@ def git_properties(**overrides: Any) -> dict[str, Any]:
         "GitRepository": REPOSITORY,
         "GitRevision": SHA,
         "ChartPath": CHART_PATH,
+        "SourceSha256": DEFAULT_TARBALL_SHA256,
         "Values": json.dumps({"mpi-operator": {"enabled": True}}),
         "TimeoutMinutes": "10",
     }
@@ -271,3 +284,6 @@ class FakeAws:
         """Takes the Stubbers off the shared clients, for the next test's."""
         self.eks_stub.deactivate()
         self.s3_stub.deactivate()
+
+
+DEFAULT_TARBALL_SHA256 = tarball_sha256()

@@ -6,12 +6,14 @@ import base64
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 import tarfile
 import time
 import zipfile
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.error import HTTPError
 from urllib.parse import parse_qs, urlparse
@@ -20,6 +22,7 @@ import pytest
 
 from infra.runtime.chart_installer import handler
 from infra.runtime.chart_installer.handler import charts, cluster, deadline, errors, process
+from infra.runtime.chart_installer.handler import helm as helm_module
 from infra.runtime.chart_installer.handler.process import run as real_run  # before any test fakes it
 
 from .fakes import (
@@ -33,6 +36,7 @@ from .fakes import (
     cfn_event,
     git_properties,
     revisions,
+    tarball_sha256,
 )
 
 PHYSICAL_ID = "kube-system/hyperpod-dependencies"
@@ -122,9 +126,10 @@ def test_chart_without_dependencies_skips_dependency_build(
     helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
 ) -> None:
     aws.cluster_exists()
-    github(chart_yaml="apiVersion: v2\nname: plain\nversion: 0.1.0\ndependencies: []\n")
+    plain = "apiVersion: v2\nname: plain\nversion: 0.1.0\ndependencies: []\n"
+    github(chart_yaml=plain)
 
-    create()
+    create(git_properties(SourceSha256=tarball_sha256(chart_yaml=plain)))
 
     assert helm.commands() == ["history", "upgrade", "status"]
 
@@ -187,13 +192,16 @@ def test_delete_uninstalls_with_namespace(helm: FakeHelm, aws: FakeAws) -> None:
 
     response = handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
 
-    assert response == {"PhysicalResourceId": PHYSICAL_ID}
+    assert response == {"PhysicalResourceId": PHYSICAL_ID, "Data": {"Uninstall": "helm uninstall: done"}}
     uninstall = helm.only("uninstall")
     assert uninstall.args[2] == "hyperpod-dependencies"
     assert uninstall.option("--namespace") == "kube-system"
     # Without --wait: pods still holding a volume must not hold the delete past the Lambda's limit.
     assert "--wait" not in uninstall.args
-    assert uninstall.option("--timeout") == "10m"
+    assert "--no-hooks" not in uninstall.args
+    # The hooked try keeps time back for the fallbacks.
+    left = deadline.FUNCTION_TIMEOUT_SECONDS - deadline.DEADLINE_MARGIN_SECONDS
+    assert uninstall.timeout <= left - deadline.UNINSTALL_FALLBACK_RESERVE_SECONDS + 1
 
 
 def test_delete_targets_the_release_named_by_the_physical_id(helm: FakeHelm, aws: FakeAws) -> None:
@@ -225,22 +233,95 @@ def test_delete_of_a_release_that_is_not_installed_succeeds(helm: FakeHelm, aws:
 
     response = handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
 
-    assert response == {"PhysicalResourceId": PHYSICAL_ID}
+    assert response == {"PhysicalResourceId": PHYSICAL_ID, "Data": {"Uninstall": "helm uninstall: not installed"}}
+    assert helm.commands() == ["uninstall"]
 
 
-@pytest.mark.parametrize(
-    "stderr",
-    [
-        "Error: Kubernetes cluster unreachable: the server has asked for the client to provide credentials\n",
-        'Error: failed to delete release: secrets "sh.helm.release.v1.x.v1" not found; timed out waiting\n',
-    ],
-)
-def test_delete_with_any_other_helm_error_raises(helm: FakeHelm, aws: FakeAws, stderr: str) -> None:
+HOOK_TIMEOUT = ("Error: 1 error occurred:\n\t* pre-delete hook job hyperpod-cleanup: timed out waiting for the "
+                "condition\n")
+
+
+def answers(*outcomes: tuple[int, str, str] | Exception) -> Callable[[], tuple[int, str, str]]:
+    """A FakeHelm result giving each outcome in turn."""
+    queue = list(outcomes)
+
+    def next_answer() -> tuple[int, str, str]:
+        outcome = queue.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    return next_answer
+
+
+def test_a_delete_whose_hook_cannot_run_falls_back_to_an_uninstall_without_hooks(
+        helm: FakeHelm, aws: FakeAws) -> None:
     aws.cluster_exists()
-    helm.results["uninstall"] = (1, "", stderr)
+    helm.results["uninstall"] = answers((1, "", HOOK_TIMEOUT), (0, "release uninstalled", ""))
 
-    with pytest.raises(errors.ChartInstallerError, match="helm uninstall kube-system/hyperpod-dependencies"):
+    response = handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
+
+    first, second = [call for call in helm.calls if call.command == "uninstall"]
+    assert "--no-hooks" not in first.args and "--no-hooks" in second.args
+    assert "--wait" not in second.args
+    steps = response["Data"]["Uninstall"]  # type: ignore[index]
+    assert steps.startswith("helm uninstall failed (exit 1): Error: 1 error occurred: * pre-delete hook job")
+    assert steps.endswith("| helm uninstall --no-hooks: done")
+
+
+@pytest.mark.parametrize("first", [
+    (1, "", HOOK_TIMEOUT),
+    errors.DeadlineExceededError("helm uninstall was stopped after 600 s, the time left to this invocation"),
+])
+def test_a_delete_that_cannot_uninstall_deletes_helms_record_of_the_release(
+        helm: FakeHelm, aws: FakeAws, first: tuple[int, str, str] | Exception) -> None:
+    aws.cluster_exists()
+    helm.results["uninstall"] = answers(first, (1, "", "Error: Kubernetes cluster unreachable\n"))
+
+    response = handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
+
+    assert helm.commands() == ["uninstall", "uninstall", "kubectl"]
+    forget = helm.only("kubectl")
+    assert forget.args[1:8] == ["delete", "secret", "--namespace", "kube-system", "--selector",
+                                "owner=helm,name=hyperpod-dependencies", "--ignore-not-found"]
+    steps = response["Data"]["Uninstall"]  # type: ignore[index]
+    assert "helm uninstall --no-hooks failed (exit 1): Error: Kubernetes cluster unreachable" in steps
+    assert steps.endswith("deleted helm's record of the release; its objects that remain are left to the cluster")
+
+
+def test_a_delete_that_fails_every_step_says_in_one_line_what_was_tried_and_what_to_do(
+        helm: FakeHelm, aws: FakeAws) -> None:
+    aws.cluster_exists()
+    unreachable = (1, "", "Error: Kubernetes cluster unreachable: the server has asked for the client to provide "
+                          "credentials\n")
+    helm.results["uninstall"] = unreachable
+    helm.results["kubectl"] = (1, "", "error: You must be logged in to the server (Unauthorized)\n")
+
+    with pytest.raises(errors.ChartInstallerError) as raised:
         handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
+
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("kube-system/hyperpod-dependencies was not removed: helm uninstall failed (exit 1)")
+    assert "helm uninstall --no-hooks failed" in message and "Unauthorized" in message
+    assert "By hand: helm uninstall hyperpod-dependencies --namespace kube-system --no-hooks" in message
+    assert "--retain-resources" in message
+
+
+def test_a_delete_the_installer_may_not_describe_the_cluster_for_is_one_line_saying_what_to_do(
+        helm: FakeHelm, aws: FakeAws) -> None:
+    aws.eks_stub.add_client_error(
+        "describe_cluster", service_error_code="AccessDeniedException", http_status_code=403,
+        service_message="User: arn:aws:sts::111122223333:assumed-role/installer/fn is not authorized to perform: "
+                        "eks:DescribeCluster on resource: arn:aws:eks:us-west-2:111122223333:cluster/hyperpod-eks",
+        expected_params={"name": CLUSTER})
+
+    with pytest.raises(errors.ChartInstallerError,
+                       match=r"^the installer's role may not call eks:DescribeCluster on hyperpod-eks in us-west-2 "
+                             r"\(AccessDeniedException: User: .*\): give it back its DescribeThisCluster .*"
+                             r"--retain-resources"):
+        handler.on_event(cfn_event("Delete", git_properties(), PHYSICAL_ID), None)
+    assert helm.calls == []
 
 
 def test_delete_when_the_cluster_is_gone_succeeds_without_helm(helm: FakeHelm, aws: FakeAws) -> None:
@@ -389,7 +470,7 @@ def test_missing_chart_yaml_is_a_clear_error(
     with pytest.raises(
         errors.ChartInstallerError, match=r"no Chart\.yaml at 'helm_chart/HyperPodHelmChart'"
     ):
-        create()
+        create(git_properties(SourceSha256=tarball_sha256(chart_yaml=None)))
     assert helm.calls == []
 
 
@@ -767,6 +848,68 @@ def test_a_release_with_nothing_to_return_to_is_uninstalled_and_installed_anew(
     # Installed anew: helm installs the crds/ itself, so nothing is templated for them.
     assert helm.commands() == ["dependency", "history", "uninstall", "upgrade", "status"]
     assert "--wait" not in helm.calls[2].args
+
+
+def _history_started(seconds_ago: float, *statuses: str) -> str:
+    """``helm history --output json`` whose last revision's operation started ``seconds_ago`` (RFC 3339 with
+    nanoseconds, as Go writes a time.Time)."""
+    history = revisions(*statuses)
+    started = datetime.now(UTC) - timedelta(seconds=seconds_ago)
+    history[-1]["updated"] = started.strftime("%Y-%m-%dT%H:%M:%S.%f") + "123+00:00"
+    return json.dumps(history)
+
+
+def test_a_pending_upgrade_another_run_may_still_be_doing_is_waited_for_not_rolled_back(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The provider framework invoked the installer again while the first run upgrades: the second waits until
+    that upgrade ends, then upgrades on top of it."""
+    aws.cluster_exists()
+    github()
+    sleeps: list[float] = []
+    monkeypatch.setattr(helm_module.time, "sleep", sleeps.append)
+    helm.results["history"] = answers(
+        (0, _history_started(90, "deployed", "pending-upgrade"), ""),
+        (0, _history_started(105, "deployed", "pending-upgrade"), ""),
+        (0, _history_started(120, "superseded", "deployed"), ""),
+    )
+
+    create()
+
+    assert helm.commands() == ["dependency", "history", "history", "history", "template", "upgrade", "status"]
+    assert sleeps == [helm_module.PENDING_POLL_SECONDS] * 2
+
+
+def test_a_pending_upgrade_too_young_to_be_stale_fails_in_one_line_when_there_is_no_time_to_wait(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["history"] = (0, _history_started(60, "deployed", "pending-upgrade"), "")
+    context = _Context((deadline.DEADLINE_MARGIN_SECONDS + deadline.INSTALL_RESERVE_SECONDS + 5) * 1000)
+
+    with pytest.raises(errors.ChartInstallerError) as raised:
+        handler.on_event(cfn_event("Create", git_properties()), context)
+
+    message = str(raised.value)
+    assert re.match(r"release kube-system/hyperpod-dependencies is pending-upgrade at revision 2, started 6\d s "
+                    "ago: another run of the installer may still be working on it", message)
+    assert f"retry once it is {deadline.STALE_OPERATION_SECONDS} s old" in message
+    assert helm.commands() == ["dependency", "history"]
+
+
+def test_a_pending_upgrade_older_than_the_installers_deadline_is_rolled_back(
+    helm: FakeHelm, aws: FakeAws, github: Callable[..., None]
+) -> None:
+    aws.cluster_exists()
+    github()
+    helm.results["history"] = (0, _history_started(deadline.STALE_OPERATION_SECONDS + 1, "deployed", "pending-upgrade"),
+                               "")
+
+    create()
+
+    assert helm.commands() == ["dependency", "history", "rollback", "template", "upgrade", "status"]
+    assert helm.only("rollback").args[2:4] == ["hyperpod-dependencies", "1"]
 
 
 def test_a_failed_rollback_stops_before_the_upgrade(

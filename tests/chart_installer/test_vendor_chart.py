@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from infra.config import ChartConfig, load_config
+from infra.config import hyperpod as hyperpod_config
 from infra.constructs.hyperpod.dependencies_chart import check_vendored_revision
 from infra.errors import ConfigError
 from infra.runtime.chart_installer.handler import charts, crds, errors, process
@@ -221,18 +222,55 @@ def test_the_kubectl_layers_helm_vendors_a_nested_chart_the_installer_accepts(
     ]
 
 
+def _source_digest(tmp_path: Path) -> str:
+    source = tmp_path / "digest"
+    with tarfile.open(fileobj=io.BytesIO(_source_tarball(tmp_path))) as tar:
+        tar.extractall(source, filter="data")
+    return charts.tree_digest(source / f"sagemaker-hyperpod-cli-{SHA}")
+
+
 def test_main_vendors_the_commit_the_config_pins(
-    tmp_path: Path, downloads: FakeDownloads, fake_helm: FakeHelmDependencies, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, downloads: FakeDownloads, fake_helm: FakeHelmDependencies, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     chart = load_config(vendor_chart.DEFAULT_CONFIG).hyperpod.dependencies_chart
+    # The fake source stands for the default commit: its digest is the one pinned.
+    monkeypatch.setattr(hyperpod_config, "DEPENDENCIES_CHART_SOURCE_SHA256", _source_digest(tmp_path))
     downloads.serve(_source_tarball(tmp_path))
     output = tmp_path / "vendored"
 
     assert vendor_chart.main(["--output", str(output), "--helm", "/fake/helm"]) == 0
 
     assert downloads.urls == [f"{chart.git_repository}/archive/{chart.revision}.tar.gz"]
-    assert json.loads((output / charts.VENDOR_LOCK).read_text())["revision"] == chart.revision
+    lock = json.loads((output / charts.VENDOR_LOCK).read_text())
+    assert lock["revision"] == chart.revision
+    assert lock["source_sha256"] == _source_digest(tmp_path)
     assert "4 dependency archives locked" in capsys.readouterr().out
+
+
+def test_main_refuses_a_source_tree_other_than_the_pinned_one(
+    tmp_path: Path, downloads: FakeDownloads, fake_helm: FakeHelmDependencies
+) -> None:
+    """The default commit's digest is pinned; what is served here is other files under the same URL."""
+    downloads.serve(_source_tarball(tmp_path))
+    output = tmp_path / "vendored"
+
+    with pytest.raises(errors.ChartInstallerError, match="has SHA-256 .*, the config pins "
+                                                         f"{hyperpod_config.DEPENDENCIES_CHART_SOURCE_SHA256}"):
+        vendor_chart.main(["--output", str(output), "--helm", "/fake/helm"])
+    assert not output.exists() and fake_helm.updated == []
+
+
+def test_digest_prints_the_source_tree_sha256_of_a_revision_and_vendors_nothing(
+    tmp_path: Path, downloads: FakeDownloads, fake_helm: FakeHelmDependencies, capsys: pytest.CaptureFixture[str]
+) -> None:
+    downloads.serve(_source_tarball(tmp_path))
+
+    assert vendor_chart.main(["--digest", SHA, "--repository", REPOSITORY]) == 0
+
+    assert downloads.urls == [ARCHIVE_URL]
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"source_sha256: {_source_digest(tmp_path)}")
+    assert fake_helm.updated == []
 
 
 def _local_chart(tmp_path: Path, lock: str | None) -> ChartConfig:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import boto3
 import pytest
 import yaml
+from botocore.exceptions import IncompleteReadError
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
@@ -392,3 +394,53 @@ def test_redirects_are_not_followed():
     assert [type(h) for h in redirects] == [handler.RefuseRedirects]
     assert redirects[0].redirect_request(Request("https://a.example/"), None, 302, "Found", Message(),
                                          "https://b.example/") is None
+
+
+# --- answers cut short or malformed end in the one-line reason ---------------------------------------
+
+
+def test_a_download_cut_short_is_retried_like_any_network_failure(web, grafana):
+    expect_alerting(grafana, ALERTING_ON)
+    expect_token(grafana, existing_account=True)
+    expect_token_deleted(grafana)
+    url = SOURCE + "dashboards/gpu.json"
+    web.fail[("GET", url)] = [http.client.IncompleteRead(b"{", 99)]
+    run()
+    assert web.calls.count(("GET", url)) == 2
+    assert web.dashboards["hp-gpu"]["title"] == "GPU"
+
+
+def test_a_grafana_answer_cut_short_names_the_call(web, grafana):
+    expect_alerting(grafana, ALERTING_ON)
+    expect_token(grafana, existing_account=True)
+    expect_token_deleted(grafana)
+    web.fail[("POST", f"https://{ENDPOINT}/api/dashboards/db")] = http.client.IncompleteRead(b"", 10)
+    with pytest.raises(handler.ProvisionerError, match=r"^Grafana POST /api/dashboards/db failed: IncompleteRead"):
+        run()
+    grafana.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(("configuration", "problem"), [("{not json", "not JSON"), ("[1]", "a JSON list")])
+def test_a_workspace_configuration_that_is_not_an_object_is_one_line_saying_what_to_fix(
+        web, grafana, configuration, problem):
+    expect_alerting(grafana, configuration)
+    with pytest.raises(handler.ProvisionerError,
+                       match=f"configuration of workspace {WORKSPACE} is {problem}.*update-workspace-configuration"):
+        run()
+    assert web.grafana_calls() == []
+
+
+def test_an_s3_copy_cut_short_names_the_file(web, monkeypatch):
+    s3 = boto3.client("s3", region_name=REGION)
+    s3_stub = Stubber(s3)
+
+    class CutShort(io.RawIOBase):
+        def read(self, size: int = -1) -> bytes:
+            raise IncompleteReadError(actual_bytes=1, expected_bytes=10)
+
+    s3_stub.add_response("get_object", {"Body": StreamingBody(CutShort(), 10)},
+                         {"Bucket": "copy-bucket", "Key": "hyperpod/dashboards/gpu.json"})
+    monkeypatch.setattr(handler, "aws_client", lambda service, region: s3)
+    with s3_stub, pytest.raises(handler.ProvisionerError,
+                                match="download of s3://copy-bucket/hyperpod/dashboards/gpu.json failed"):
+        run(Content=content(source="s3://copy-bucket/hyperpod/"))

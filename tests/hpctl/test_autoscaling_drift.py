@@ -61,6 +61,7 @@ def test_preflight_knows_the_default_charts_agent_and_warns_for_another_revision
     assert [(c.name, c.verdict) for c in check_autoscaling(config, None)] == [("autoscaling-agent", PASS)]
     data = config.model_dump(mode="json")
     data["hyperpod"]["dependencies_chart"]["revision"] = "0" * 40
+    data["hyperpod"]["dependencies_chart"]["source_sha256"] = "0" * 64
     other = parse_config(data, "test")
     ((name, verdict, reason),) = [(c.name, c.verdict, c.reason) for c in check_autoscaling(other, None)]
     assert verdict == WARN and MIN_AUTOSCALING_AGENT_VERSION in reason

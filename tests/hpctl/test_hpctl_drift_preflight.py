@@ -857,6 +857,17 @@ def test_chart_source_not_fetched_for_oci(monkeypatch: pytest.MonkeyPatch) -> No
     assert check.verdict == "pass" and "not fetched from GitHub" in check.reason and urls == []
 
 
+def test_chart_source_the_installer_would_refuse_fails_without_a_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The config's pattern lets a non-ASCII owner through; the installer refuses it, and preflight says so."""
+    urls = _head(monkeypatch, 200)
+    data = config_data()
+    data["hyperpod"]["dependencies_chart"] = dict(git_repository="https://github.com/ówner/charts",
+                                                  source_sha256="0" * 64)
+    [check] = pf.check_chart_source(parse_config(data))
+    assert check.verdict == "fail" and "must look like https://github.com/<owner>/<repo>" in check.reason
+    assert urls == []
+
+
 @pytest.fixture
 def github_ok(monkeypatch: pytest.MonkeyPatch) -> None:
     _head(monkeypatch, 302)

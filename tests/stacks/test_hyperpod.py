@@ -11,9 +11,12 @@ import pytest
 from aws_cdk import Environment, Stack
 from aws_cdk.assertions import Match, Template
 
+from infra.config.hyperpod import DEPENDENCIES_CHART_SOURCE_SHA256
 from infra.constructs.hyperpod.execution_role import POLICY, HyperPodExecutionRole
 from infra.facts.intrinsics import render
 from infra.guards.create_only import HYPERPOD_GROUP_CREATE_ONLY, create_only_paths, lookup
+from infra.runtime.chart_installer.handler.properties import check_allowed_source
+from infra.runtime.common.errors import DeployError
 from tests.conftest import ROOT, cdk_json_context, new_app
 
 
@@ -322,6 +325,22 @@ def test_dependencies_chart_release_is_pinned_namespaced_and_regional(default_sy
     entry = resources[entry_id]["Properties"]
     assert entry["AccessPolicies"][0]["AccessScope"] == {"Type": "cluster"}
     assert entry["PrincipalArn"]["Fn::GetAtt"][0].startswith("DependenciesChartRole")
+
+
+def test_the_installer_may_install_only_the_chart_its_template_names_at_the_pinned_digest(default_synth):
+    """The release's source, digest included, is in the installer function's environment, and the handler's check
+    passes that source and refuses any other."""
+    (release,) = default_synth.resources("hyperpod", "Custom::HyperPodHelmRelease").values()
+    props = release["Properties"]
+    assert props["SourceSha256"] == DEPENDENCIES_CHART_SOURCE_SHA256
+    functions = default_synth.resources("hyperpod", "AWS::Lambda::Function")
+    (installer,) = [f for k, f in functions.items() if k.startswith("DependenciesChartFunction")]
+    environment = installer["Properties"]["Environment"]["Variables"]
+    assert sorted(name for name in environment if name.startswith("CHART_SOURCE_")) == ["CHART_SOURCE_0"]
+    check_allowed_source(props, environment)
+    with pytest.raises(DeployError, match="is not one this installer was deployed with"):
+        check_allowed_source({**props, "GitRepository": "https://github.com/someone/sagemaker-hyperpod-cli"},
+                             environment)
 
 
 def test_chart_installer_runs_in_the_vpc_and_reaches_the_api_on_443(default_synth):

@@ -165,6 +165,27 @@ def test_grafana_admins_from_config(variant_synth):
     assert "UpdatePermissions" in create and "SSO_USER" in create and "ADMIN" in create
 
 
+def test_grafana_admins_removed_from_the_config_are_revoked_after_the_grant(variant_synth, default_synth):
+    resources = variant_synth.template("observability")["Resources"]
+    ((admins_id, _),) = variant_synth.resources("observability", "Custom::AWS").items()
+    (revocation,) = variant_synth.resources("observability", "Custom::HyperPodGrafanaAdminRevocation").values()
+    props = revocation["Properties"]
+    assert json.loads(props["AdminUserIds"]) == ["9067c7ea2d-11111111-2222-3333-4444-555555555555"]
+    assert json.loads(props["AdminGroupIds"]) == []
+    assert admins_id in revocation["DependsOn"]
+    # Its function may only change the permissions of this workspace.
+    (function,) = [f for f in resources.values() if f["Type"] == "AWS::Lambda::Function"
+                   and f["Properties"].get("Handler") == "runtime.grafana_content.admins.on_event"]
+    role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+    statements = [s for r in resources.values() if r["Type"] == "AWS::IAM::Policy"
+                  and {"Ref": role} in r["Properties"]["Roles"]
+                  for s in r["Properties"]["PolicyDocument"]["Statement"]]
+    (grant,) = [s for s in statements if s["Action"] == "grafana:UpdatePermissions"]
+    assert "Fn::GetAtt" in json.dumps(grant["Resource"]) and "/workspaces/" in json.dumps(grant["Resource"])
+    # Without admins there is nothing to revoke.
+    assert default_synth.resources("observability", "Custom::HyperPodGrafanaAdminRevocation") == {}
+
+
 def test_alert_rule_matches_this_cluster_at_configured_levels(default_synth, variant_synth):
     _, rule = _one(default_synth, "AWS::Events::Rule")
     pattern = rule["Properties"]["EventPattern"]

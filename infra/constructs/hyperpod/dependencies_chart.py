@@ -26,7 +26,7 @@ __all__ = ["HANDLER_DIR", "HELM_TIMEOUT_MINUTES", "NAMESPACE", "RELEASE_NAME", "
 def chart_source(scope: Construct, chart: ChartConfig, *, allow_paths_outside_project: bool = False) -> ChartSource:
     """The chart's source per ``ChartConfig.source``."""
     if chart.source == "git":
-        return ChartSource.git(chart.git_repository, chart.revision, chart.chart_path)
+        return ChartSource.git(chart.git_repository, chart.revision, chart.chart_path, chart.pinned_sha256)
     if chart.source == "oci":
         assert chart.oci_uri is not None and chart.version is not None
         return ChartSource.oci(chart.oci_uri, chart.version)

@@ -43,6 +43,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from http.client import HTTPException
 from typing import Any
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlparse
@@ -103,6 +104,9 @@ REASON_CHARS = 300
 
 # The provisioner's failures are the runtime's one kind of failure (one line, common.errors).
 ProvisionerError = DeployError
+# A request that got no complete answer: no connection, a timeout, or a body cut short (http.client raises
+# IncompleteRead, an HTTPException, when the connection closes before Content-Length bytes arrived).
+NETWORK_ERRORS = (URLError, TimeoutError, ConnectionError, HTTPException)
 
 
 # --- time ----------------------------------------------------------------------------------------
@@ -262,7 +266,7 @@ def download(url: str, deadline: Deadline) -> bytes:
         try:
             status, body = send("GET", url, {"User-Agent": "hyperpod-grafana-provisioner"}, None,
                                 call_timeout(deadline, f"downloading {url}"))
-        except (URLError, TimeoutError, ConnectionError) as error:
+        except NETWORK_ERRORS as error:
             status, body = 0, str(error).encode()
         if status == 200:
             return body
@@ -275,8 +279,12 @@ def download(url: str, deadline: Deadline) -> bytes:
 
 def download_s3(location: str, region: str) -> bytes:
     url = urlparse(location)
-    body = aws_client("s3", region).get_object(Bucket=url.netloc, Key=url.path.lstrip("/"))["Body"]
-    data: bytes = body.read(MAX_FILE_BYTES + 1)
+    try:
+        body = aws_client("s3", region).get_object(Bucket=url.netloc, Key=url.path.lstrip("/"))["Body"]
+        data: bytes = body.read(MAX_FILE_BYTES + 1)
+    except (ClientError, BotoCoreError, *NETWORK_ERRORS) as error:
+        # botocore's StreamingBody raises IncompleteReadError (a BotoCoreError) on a body cut short.
+        raise ProvisionerError(f"download of {location} failed: {type(error).__name__}: {error}") from None
     if len(data) > MAX_FILE_BYTES:
         raise ProvisionerError(f"{location} is larger than {MAX_FILE_BYTES} bytes")
     return data
@@ -297,7 +305,10 @@ def dashboard_model(path: str, data: bytes) -> dict[str, Any]:
 def alert_rules(data: bytes) -> list[dict[str, Any]]:
     """Grafana provisioned alert rules from a Prometheus-style rules file (``groups[0].rules``), converted the
     way AWS's Lambda and Terraform module do: one instant PromQL query ``A`` on the ``prometheus`` data source."""
-    document = parse_yaml_subset(data.decode("utf-8"))
+    try:
+        document = parse_yaml_subset(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ProvisionerError(f"the alert rules file is not UTF-8: {error}") from None
     try:
         group = document["groups"][0]
         group_name, rules = str(group["name"]), group["rules"]
@@ -464,10 +475,19 @@ def enable_alerting(grafana: Any, workspace_id: str, deadline: Deadline) -> None
     """Grafana alerting on, as AWS's setups create the workspace ({"unifiedAlerting": {"enabled": true}});
     CloudFormation's AWS::Grafana::Workspace has no property for it. Other settings are kept."""
     raw = grafana.describe_workspace_configuration(workspaceId=workspace_id)["configuration"]
-    configuration = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
-    if (configuration.get("unifiedAlerting") or {}).get("enabled") is True:
+    try:
+        configuration: Any = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+        problem = "" if isinstance(configuration, dict) else f"a JSON {type(configuration).__name__}"
+    except ValueError as error:
+        problem = f"not JSON: {error}"
+    if problem:
+        raise ProvisionerError(f"the configuration of workspace {workspace_id} is {problem}, not a JSON object: "
+                               "fix it with aws grafana update-workspace-configuration")
+    alerting = configuration.get("unifiedAlerting")
+    alerting = alerting if isinstance(alerting, dict) else {}
+    if alerting.get("enabled") is True:
         return
-    configuration["unifiedAlerting"] = {**(configuration.get("unifiedAlerting") or {}), "enabled": True}
+    configuration["unifiedAlerting"] = {**alerting, "enabled": True}
     log(f"turning on Grafana alerting in {workspace_id}")
     grafana.update_workspace_configuration(workspaceId=workspace_id, configuration=json.dumps(configuration))
     while (status := grafana.describe_workspace(workspaceId=workspace_id)["workspace"]["status"]) != "ACTIVE":
@@ -546,7 +566,7 @@ class GrafanaApi:
             status, body = send(method, self.base + path, {**self.headers, **(headers or {})},
                                 None if payload is None else json.dumps(payload).encode(),
                                 call_timeout(self.deadline, what))
-        except (URLError, TimeoutError, ConnectionError) as error:
+        except NETWORK_ERRORS as error:
             raise ProvisionerError(f"Grafana {what} failed: {error}") from None
         log(f"{what} -> {status}")
         if 200 <= status < 300 or status in allow:

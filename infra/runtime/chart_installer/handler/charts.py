@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import tarfile
 import time
@@ -37,9 +38,9 @@ def fetch_chart(
     if isinstance(source, GitSource):
         archive = workdir / "chart.tar.gz"
         download(source.archive_url, archive, deadline)
-        chart_dir = locate_chart(
-            single_top_directory(extract_tar(archive, workdir / "src")), source.chart_path
-        )
+        tree = single_top_directory(extract_tar(archive, workdir / "src"))
+        verify_tree(tree, source.sha256, source.archive_url)
+        chart_dir = locate_chart(tree, source.chart_path)
     elif isinstance(source, S3Source):
         archive = workdir / "chart.zip"
         download_s3(source, archive, region, deadline)
@@ -81,7 +82,48 @@ def verify_vendored(chart_dir: Path) -> None:
     log(f"{len(found)} vendored dependency archives match {VENDOR_LOCK}")
 
 
+def tree_digest(root: Path) -> str:
+    """The SHA-256 of a source tree: of the list ``sha256sum`` prints for its regular files, named ``./<path>`` and
+    sorted bytewise, so what ``(cd ROOT && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) |
+    sha256sum`` prints first (docs/constructs/helm-releases.md says how to compute it from a clone). It covers the
+    extracted files, not the archive's bytes, which GitHub may change: "The exact compression settings used to
+    generate a zipball or tarball may change over time. The extracted contents won't change"
+    (github/docs, content/repositories/working-with-files/using-files/downloading-source-code-archives.md, as
+    changed by github/docs#25673). Directories are not listed (an empty one changes nothing helm reads); a
+    symbolic link, whose target the list would not show, and a name ``sha256sum`` would escape (a newline or a
+    backslash) are refused."""
+    lines: dict[bytes, bytes] = {}
+    for directory, subdirectories, files in os.walk(root):
+        for name in [*subdirectories, *files]:
+            path = Path(directory) / name
+            relative = "./" + path.relative_to(root).as_posix()
+            if path.is_symlink():
+                raise UnsafeArchiveError(f"the chart source holds a symbolic link, {relative}, which its digest "
+                                         "cannot cover: refused")
+            if name in files:
+                if "\n" in relative or "\\" in relative:
+                    raise UnsafeArchiveError(f"the chart source holds a file name its digest cannot list: {relative!r}")
+                digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                lines[relative.encode()] = f"{digest}  {relative}\n".encode()
+    # Sorted by the names' bytes, as LC_ALL=C sort -z sorts them.
+    return hashlib.sha256(b"".join(lines[name] for name in sorted(lines))).hexdigest()
+
+
+def verify_tree(root: Path, expected: str, what: str) -> None:
+    """The source tree is the one the config pins (``tree_digest``). A pinned commit alone does not prove the
+    repository: GitHub serves a commit of any fork under the parent's URL."""
+    found = tree_digest(root)
+    if found != expected:
+        raise ChartInstallerError(
+            f"the source tree of {what} has SHA-256 {found}, the config pins {expected}: refused (a commit "
+            "of another fork, or a pin of another revision; see hyperpod.dependencies_chart.source_sha256)")
+    log(f"the source tree's SHA-256 {found} is the pinned one")
+
+
 def download(url: str, destination: Path, deadline: Deadline) -> None:
+    if not url.isascii():
+        # urllib sends the URL as it is and http.client encodes the request line as ASCII: UnicodeEncodeError.
+        raise ChartInstallerError(f"download of {url!r} refused: a URL must be ASCII")
     for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
         try:
             log(f"downloading {url} (attempt {attempt})")

@@ -30,12 +30,25 @@ class Cluster:
     certificate_authority: str
 
 
+# The caller's missing permission: the shape AccessDeniedException of botocore's eks model (DescribeCluster itself
+# lists only ResourceNotFoundException, ClientException, ServerException and ServiceUnavailableException there;
+# an IAM denial is answered before the operation runs).
+ACCESS_DENIED = "AccessDeniedException"
+
+
 def describe_cluster(name: str, region: str) -> Cluster:
     try:
         description = aws_clients.client("eks", region).describe_cluster(name=name)["cluster"]
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+        code = error.response.get("Error", {}).get("Code")
+        if code == "ResourceNotFoundException":
             raise ClusterNotFoundError(f"EKS cluster {name} not found in {region}") from None
+        if code == ACCESS_DENIED:
+            raise ChartInstallerError(
+                f"the installer's role may not call eks:DescribeCluster on {name} in {region} ({code}: "
+                f"{error.response.get('Error', {}).get('Message', '')}): give it back its DescribeThisCluster "
+                "statement and retry; on a deletion whose cluster is already gone, retry keeping this resource "
+                "(aws cloudformation delete-stack --retain-resources <its logical ID>)") from None
         raise
     endpoint = description.get("endpoint")
     authority = (description.get("certificateAuthority") or {}).get("data")

@@ -21,9 +21,22 @@ DEADLINE_MARGIN_SECONDS = 45
 CLEANUP_RESERVE_SECONDS = 90
 # A command is not started with less time than this.
 MIN_COMMAND_SECONDS = 30
+# Kept back, while waiting before an install (for CRD kinds, for another run's operation), for the install itself
+# and its cleanup.
+INSTALL_RESERVE_SECONDS = 3 * 60 + CLEANUP_RESERVE_SECONDS
+# Kept back on Delete from the first, hooked uninstall for the fallbacks after it (an uninstall without hooks,
+# then the deletion of helm's record of the release), which run no hook and wait for nothing.
+UNINSTALL_FALLBACK_RESERVE_SECONDS = 3 * 60
+# A release operation (pending-install, -upgrade, -rollback) started at most this long ago may belong to another
+# invocation of this function that is still running: the provider framework can invoke it again while the first
+# run upgrades. Beyond it, whatever started the operation has been stopped (helm runs as a child of an invocation,
+# which Lambda stops at FUNCTION_TIMEOUT_SECONDS). The minute more covers the clocks of two Lambda environments.
+CLOCK_SKEW_SECONDS = 60
+STALE_OPERATION_SECONDS = FUNCTION_TIMEOUT_SECONDS + CLOCK_SKEW_SECONDS
 
 __all__ = ["CLEANUP_RESERVE_SECONDS", "DEADLINE_MARGIN_SECONDS", "DEFAULT_TIMEOUT_MINUTES", "FUNCTION_TIMEOUT_SECONDS",
-           "MAX_TIMEOUT_MINUTES", "MIN_COMMAND_SECONDS", "Deadline", "lambda_deadline"]
+           "INSTALL_RESERVE_SECONDS", "MAX_TIMEOUT_MINUTES", "MIN_COMMAND_SECONDS", "STALE_OPERATION_SECONDS",
+           "UNINSTALL_FALLBACK_RESERVE_SECONDS", "Deadline", "lambda_deadline"]
 
 
 def lambda_deadline(context: Any) -> Deadline:

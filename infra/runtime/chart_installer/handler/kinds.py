@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 
 from .cluster import REQUEST_TIMEOUT, json_answer
-from .deadline import CLEANUP_RESERVE_SECONDS
+from .deadline import INSTALL_RESERVE_SECONDS
 from .errors import ChartInstallerError, DeadlineExceededError
 from .helm import OnCluster
 from .process import log
@@ -23,8 +23,6 @@ from .process import log
 # How long the kinds may take to appear, and how often the API server is asked.
 KINDS_WAIT_SECONDS = 8 * 60
 KINDS_POLL_SECONDS = 15
-# Kept back for the install itself (and its cleanup) after the kinds appear.
-INSTALL_RESERVE_SECONDS = 3 * 60 + CLEANUP_RESERVE_SECONDS
 
 
 

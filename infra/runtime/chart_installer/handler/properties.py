@@ -14,6 +14,10 @@ from .deadline import DEFAULT_TIMEOUT_MINUTES, FUNCTION_TIMEOUT_SECONDS, MAX_TIM
 from .errors import ChartInstallerError
 
 COMMIT_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+GITHUB_HOST = "github.com"
+# An owner or repository name as the config's git_repository pattern allows them, ASCII only.
+GITHUB_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 # Helm's release name rule (DNS-1123 subdomain, at most 53 characters).
 RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -44,6 +48,8 @@ class Release:
 class GitSource:
     archive_url: str
     chart_path: str
+    # The SHA-256 of the extracted source tree (charts.tree_digest).
+    sha256: str
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,8 @@ def parse_source(props: Mapping[str, Any]) -> ChartSource:
         return GitSource(
             archive_url=github_archive_url(required(props, "GitRepository"), revision.lower()),
             chart_path=relative_path(required(props, "ChartPath"), "ChartPath"),
+            sha256=matching(props, "SourceSha256", SHA256, "the SHA-256 of the source tree, 64 lowercase hex "
+                            "digits (hyperpod.dependencies_chart.source_sha256)"),
         )
     if kind == "oci":
         uri = required(props, "OciChartUri")
@@ -179,15 +187,53 @@ def relative_path(raw: str, name: str) -> str:
 
 
 def github_archive_url(repository: str, revision: str) -> str:
-    """GitHub's tarball of the repository at one commit."""
+    """GitHub's tarball of the repository at one commit. Only ``https://github.com/<owner>/<repo>``, ASCII, as the
+    config allows (``hyperpod.dependencies_chart.git_repository``): the archive URL is GitHub's."""
+    shape = f"property GitRepository={repository!r} must look like https://github.com/<owner>/<repo>"
+    if not repository.isascii():
+        raise ChartInstallerError(f"{shape} in ASCII letters, digits, '.', '_' and '-'")
     url = urlparse(repository)
     parts = [part for part in url.path.split("/") if part]
-    if url.scheme != "https" or not url.hostname or url.username or url.query or len(parts) != 2:
-        raise ChartInstallerError(
-            f"property GitRepository={repository!r} must look like https://github.com/<owner>/<repo>"
-        )
+    if url.scheme != "https" or url.netloc != GITHUB_HOST or url.query or url.fragment or len(parts) != 2:
+        raise ChartInstallerError(shape)
     owner, repo = parts[0], parts[1].removesuffix(".git")
-    return f"https://{url.netloc}/{owner}/{repo}/archive/{revision}.tar.gz"
+    if not (GITHUB_NAME.match(owner) and GITHUB_NAME.match(repo)):
+        raise ChartInstallerError(f"{shape} in ASCII letters, digits, '.', '_' and '-'")
+    return f"https://{GITHUB_HOST}/{owner}/{repo}/archive/{revision}.tar.gz"
+
+
+# The properties that name a chart's source; the template the installer was synthesized with lists the sources its
+# releases may use, each as these properties, in its environment (CHART_SOURCE_ENV_PREFIX<n>, a JSON object; set
+# by HelmInstaller.allow_source).
+SOURCE_PROPERTIES = ("Source", "GitRepository", "GitRevision", "ChartPath", "SourceSha256", "OciChartUri",
+                     "ChartVersion", "AssetBucket", "AssetKey")
+CHART_SOURCE_ENV_PREFIX = "CHART_SOURCE_"
+
+
+def source_properties(props: Mapping[str, Any]) -> dict[str, str]:
+    """The source-naming properties of ``props``, as given."""
+    return {name: str(props[name]) for name in SOURCE_PROPERTIES if props.get(name) is not None}
+
+
+def check_allowed_source(props: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+    """Refuses a chart source the installer was not synthesized with. Anyone who may invoke the function (or the
+    provider framework in front of it) chooses its ResourceProperties; only a change of the function itself, which
+    could replace its code as well, changes its environment. So the source, with its pinned revision and digest,
+    must be one of those the template put there; a release's name, namespace and values are not pinned."""
+    allowed = []
+    for name, value in environ.items():
+        if name.startswith(CHART_SOURCE_ENV_PREFIX):
+            try:
+                entry = json.loads(value)
+            except ValueError:
+                raise ChartInstallerError(f"environment {name} is not a JSON object: deploy the stack again") from None
+            allowed.append(entry)
+    given = source_properties(props)
+    if given not in allowed:
+        listed = "; ".join(" ".join(f"{k}={v}" for k, v in entry.items()) for entry in allowed) or "none"
+        shown = " ".join(f"{k}={v}" for k, v in given.items()) or "none"
+        raise ChartInstallerError(f"chart source {shown} is not one this installer was deployed with ({listed}): "
+                                  "refused")
 
 
 def parse_values(raw: Any, region: str) -> dict[str, Any]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...common.errors import reports_failures
+from ...common.errors import one_line, reports_failures
 from .charts import fetch_chart
 from .cluster import describe_cluster
 from .crds import apply_crds
@@ -16,17 +17,17 @@ from .deadline import CLEANUP_RESERVE_SECONDS, Deadline, lambda_deadline
 from .errors import ChartInstallerError, ClusterNotFoundError
 from .helm import (
     HISTORY_MAX,
-    RELEASE_NOT_FOUND,
     OnCluster,
-    helm_uninstall,
+    forget_release,
     recover,
     release_history,
     release_revision,
     remove_failed_install,
+    uninstall_or_forget,
 )
 from .kinds import missing_kinds, wait_for_kinds
 from .process import check, helm_env, log, tail
-from .properties import parse_release, parse_source, parse_values, release_to_delete
+from .properties import check_allowed_source, parse_release, parse_source, parse_values, release_to_delete
 
 
 @reports_failures
@@ -45,6 +46,7 @@ def on_event(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
 def install(props: Mapping[str, Any], *, previous_physical_id: str | None, deadline: Deadline) -> dict[str, Any]:
     release = parse_release(props)
     source = parse_source(props)
+    check_allowed_source(props, os.environ)
     values = parse_values(props.get("Values"), release.region)
     cluster = describe_cluster(release.cluster_name, release.region)
     if previous_physical_id and previous_physical_id != release.physical_id:
@@ -98,18 +100,13 @@ def uninstall(props: Mapping[str, Any], *, physical_id: str, deadline: Deadline)
         if gone:
             # The CRDs of the release's kinds are gone, and their objects with them; helm uninstall would fail to
             # build those objects and leave the release "uninstalling" on every retry. Only helm's record of the
-            # release is left: the Secrets labelled owner=helm, name=<release> in its namespace (helm/helm@02ad2b1:
-            # pkg/storage/driver/secrets.go, newSecretsObject; the same labels in v4.1.4, helm/helm@05fa379, the
-            # helm of the kubectl v33 layer 2.2.2: its layer/Dockerfile has HELM_VERSION=4.1.4).
+            # release is left.
             log(f"{', '.join(f'{gv}/{kind}' for gv, kind in gone)} no longer served: deleting the record of "
                 f"{release.physical_id} instead of uninstalling it")
-            forget = ["delete", "secret", "--namespace", release.namespace, "--selector",
-                      f"owner=helm,name={release.name}", "--ignore-not-found"]
-            check(on.kubectl(forget), f"kubectl delete of the release record of {release.physical_id}")
+            forget_release(on)
             return {"PhysicalResourceId": physical_id}
-        result = helm_uninstall(on)
-    if result.returncode != 0 and RELEASE_NOT_FOUND in result.stderr:
-        log(f"release {release.physical_id} is not installed: nothing to uninstall")
-    else:
-        check(result, f"helm uninstall {release.physical_id}")
-    return {"PhysicalResourceId": physical_id}
+        steps = uninstall_or_forget(on)
+    # CloudFormation shows no reason for a success (the provider framework answers SUCCESS with the reason
+    # "SUCCESS"): the steps are in the log and in the response's Data.
+    log(f"{release.physical_id}: {' | '.join(steps)}")
+    return {"PhysicalResourceId": physical_id, "Data": {"Uninstall": one_line(" | ".join(steps))}}
