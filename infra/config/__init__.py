@@ -41,6 +41,7 @@ from infra.config.fields import (
     TagValue,
     WholeNumber,
     path_escapes,
+    script_key_problem,
 )
 from infra.config.hyperpod import (
     DEFAULT_CHART_AGENT_VERSION,
@@ -154,6 +155,7 @@ __all__ = [
     "require_offered_types",
     "parse_config",
     "path_escapes",
+    "script_key_problem",
     "refusal",
     "sagemaker_regions",
     "team_namespace",

@@ -130,3 +130,9 @@ HYPERPOD_OBSERVABILITY = AddonFacts(
 
 ALL = (*CORE, CERT_MANAGER, TRAINING_OPERATOR, S3_CSI, FSX_CSI, TASK_GOVERNANCE, CONTAINER_INSIGHTS,
        HYPERPOD_OBSERVABILITY)
+
+
+def addon_namespaces() -> frozenset[str]:
+    """Every namespace the add-ons above run in (their Pod Identity service accounts' and their workloads')."""
+    return frozenset({a.pod_identity.namespace for a in ALL if a.pod_identity}
+                     | {w.namespace for a in ALL for w in a.workloads})

@@ -12,7 +12,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk.region_info import RegionInfo
 from constructs import Construct
 
-from infra.config import LifecycleOptions
+from infra.config import LifecycleOptions, script_key_problem
 from infra.constructs.common import acknowledge, nag_name
 from infra.constructs.hyperpod.lifecycle_render import render_lifecycle_env
 from infra.errors import ConfigError
@@ -26,6 +26,8 @@ def check_lifecycle_dir(directory: Path, on_create: str) -> Path:
     key = "hyperpod.lifecycle_scripts_dir"
     if not directory.is_dir():
         raise ConfigError(key, str(directory), "no such directory")
+    if (problem := script_key_problem(on_create)) is not None:
+        raise ConfigError("hyperpod.on_create_script", on_create, problem)
     script = directory / on_create
     if not script.is_file():
         raise ConfigError("hyperpod.on_create_script", on_create, f"not found in {directory}")
