@@ -31,7 +31,8 @@ CREDENTIAL_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("a GitLab token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
     ("a Slack token", re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}")),
     ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[^-]*(?:-----END [A-Z ]*PRIVATE KEY-----)?")),
-    ("an authorization header", re.compile(r"(?<=\b[Bb]earer )[A-Za-z0-9._~+/=-]{8,}|(?<=\b[Bb]asic )[A-Za-z0-9+/=]{8,}")),
+    ("an authorization header",
+     re.compile(r"(?<=\b[Bb]earer )[A-Za-z0-9._~+/=-]{8,}|(?<=\b[Bb]asic )[A-Za-z0-9+/=]{8,}")),
 )
 REDACTED = "***"
 

@@ -108,9 +108,10 @@ class AppConfig(StrictModel):
         """Refuse the ARN of a resource in another partition or region than the cluster's.
 
         A training plan is reserved capacity in an Availability Zone ("Reserved Capacity blocks, each defined by
-        ... Availability Zone", https://docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html),
-        so only a plan of the cluster's region can hold its nodes; a statement that CreateCluster refuses another
-        region's plan was not found (our rule, from that page).
+        ... Availability Zone",
+        https://docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html), so only a plan
+        of the cluster's region can hold its nodes; a statement that CreateCluster refuses another region's plan was
+        not found (our rule, from that page).
         """
         _, partition, _, region, _ = arn.split(":", 4)
         expected = partition_of(self.region)

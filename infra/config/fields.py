@@ -127,18 +127,19 @@ TagKey = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_tag
 SAGEMAKER_TAG_KEY = "SageMaker"
 TagValue = Annotated[str, Field(max_length=256), AfterValidator(_tag_text)]
 # Tags per resource: 50 (maxItems of Tags in cfn-lint's AWS::SageMaker::Cluster schema, TagList max 50 in botocore's
-# sagemaker model). The app puts up to APP_TAGS of its own on one resource (the cluster's SageMaker tag, a subnet's
-# Name and its ELB role or hyperpod:subnet tag; tests/config/test_hostile_configs.py counts them in the synthesized
-# templates), so the config's tags get the rest.
+# sagemaker model). The app puts up to APP_TAGS of its own on one resource ("project" on every one, then the cluster's
+# SageMaker tag, or a subnet's Name and its ELB role or hyperpod:subnet tag; tests/config/test_hostile_configs.py
+# counts them in the synthesized templates), so the config's tags get the rest.
 MAX_TAGS_PER_RESOURCE = 50
-APP_TAGS = 2
+APP_TAGS = 3
 MAX_CONFIG_TAGS = MAX_TAGS_PER_RESOURCE - APP_TAGS
 
 # Helm chart versions must be SemVer 2 (Helm maintainers in https://github.com/helm/helm/issues/9728; "Helm
 # uses SemVer 2", https://helm.sh/docs/v2/chart_best_practices/conventions). An exact version, not a range,
 # so every deploy installs the same chart. Regular expression from https://semver.org/.
+_PRERELEASE_PART = r"(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)"
 _SEMVER = (r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
-           r"(?:-((?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+           rf"(?:-({_PRERELEASE_PART}(?:\.{_PRERELEASE_PART})*))?"
            r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
 ExactVersion = Annotated[str, Field(pattern=_SEMVER)]
 

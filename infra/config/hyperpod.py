@@ -154,7 +154,8 @@ class InstanceGroupConfig(GroupSoftware):
     # botocore's TrainingPlanArn pattern, with the plan's name as TrainingPlanName spells it ([a-zA-Z0-9](-*[a-zA-Z0-9])
     # up to 64 characters) instead of ".*"; its region and partition must be the cluster's (infra/config/app.py).
     training_plan_arn: str | None = Field(
-        default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}$"
+        default=None,
+        pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}$",
     )
     # KubernetesConfig: at most 50 labels and 50 taints (botocore's sagemaker model, ClusterKubernetesLabels and
     # ClusterKubernetesTaints; the taints' maxItems 50 in cfn-lint's AWS::SageMaker::Cluster schema too).

@@ -52,8 +52,9 @@ CASES: list[tuple[str, dict[str, Any], str | None, str, str | None]] = [
     ("fullwidth digits in a principal's account",
      {"eks": {"admin_principal_arns": ["arn:aws:iam::\uff11\uff11\uff11\uff11\uff12\uff12\uff12\uff12\uff13\uff13"
                                        "\uff13\uff13:role/Admin"]}}, None, "eks.admin_principal_arns.0", None),
-    ("a non-ASCII letter in a role name", {"eks": {"admin_principal_arns": [f"arn:aws:iam::{ACCOUNT}:role/\u00c4dmin"]}},
-     None, "eks.admin_principal_arns.0", None),
+    ("a non-ASCII letter in a role name",
+     {"eks": {"admin_principal_arns": [f"arn:aws:iam::{ACCOUNT}:role/\u00c4dmin"]}}, None,
+     "eks.admin_principal_arns.0", None),
     ("a Unicode digit in an add-on version",
      {"addons": {"task_governance": {"enabled": True, "addon_version": "v1.\u0663.0-eksbuild.1"}}}, None,
      "addons.task_governance.addon_version", None),
@@ -73,8 +74,9 @@ CASES: list[tuple[str, dict[str, Any], str | None, str, str | None]] = [
     ("an STS session as namespace admin",
      _namespace_admin(f"arn:aws:sts::{ACCOUNT}:assumed-role/Dev/bob", ["training"]), None,
      "eks.namespace_admins.0.principal_arn", None),
-    ("namespace admin of kube-system", _namespace_admin(f"arn:aws:iam::{ACCOUNT}:role/Dev", ["training", "kube-system"]),
-     None, "eks.namespace_admins.0.namespaces.1", None),
+    ("namespace admin of kube-system",
+     _namespace_admin(f"arn:aws:iam::{ACCOUNT}:role/Dev", ["training", "kube-system"]), None,
+     "eks.namespace_admins.0.namespaces.1", None),
     ("namespace admin of an add-on's namespace",
      _namespace_admin(f"arn:aws:iam::{ACCOUNT}:role/Dev", ["hyperpod-observability"]), None,
      "eks.namespace_admins.0.namespaces.0", None),
@@ -219,7 +221,8 @@ def test_a_config_error_built_in_code_hides_the_credential_it_quotes():
     """HyperPodOnEks consumers pass dicts, which skip the file reader: the rendering redacts all the same."""
     url = f"oci://robot:{GITHUB_TOKEN}@registry.example/charts/hp"
     with pytest.raises(ConfigError) as raised:
-        parse_config(mutate({"hyperpod": {"dependencies_chart": {"source": "oci", "oci_uri": url, "version": "1.0.0"}}}))
+        parse_config(mutate({"hyperpod": {"dependencies_chart": {"source": "oci", "oci_uri": url,
+                                                                 "version": "1.0.0"}}}))
     assert "hyperpod.dependencies_chart.oci_uri" in str(raised.value) and GITHUB_TOKEN not in str(raised.value)
     assert GITHUB_TOKEN not in str(ConfigError("k", url, f"bad {url}"))
 
@@ -276,3 +279,22 @@ def test_the_app_adds_at_most_app_tags_to_any_resource(default_synth, all_featur
                 keys = list(tags) if isinstance(tags, dict) else [t.get("Key") for t in tags or []]
                 added = [k for k in keys if k not in mine]
                 assert len(added) <= APP_TAGS, (resource["Type"], json.dumps(added))
+
+
+def test_no_framework_function_logs_the_events_it_gets(default_synth, all_features_synth):
+    """aws-cdk-lib's provider framework logs each event with its resource properties (chart values included) at
+    INFO; its functions must record FATAL only, and the waiter state machine no execution history."""
+    framework = 0
+    for synth in (default_synth, all_features_synth):
+        for template in synth.templates.values():
+            for resource in template["Resources"].values():
+                props = resource.get("Properties", {})
+                if resource["Type"] == "AWS::StepFunctions::StateMachine":
+                    assert "LoggingConfiguration" not in props
+                description = props.get("Description")
+                if resource["Type"] == "AWS::Lambda::Function" and isinstance(description, str) and \
+                        description.startswith("AWS CDK resource provider framework"):
+                    framework += 1
+                    assert props["LoggingConfig"]["ApplicationLogLevel"] == "FATAL", description
+                    assert props["LoggingConfig"]["LogFormat"] == "JSON", description
+    assert framework > 0
