@@ -147,6 +147,20 @@ def test_app_refuses_the_hostile_config_in_one_line(tmp_path, monkeypatch, capsy
         assert secret not in stderr
 
 
+SECRET_CASES = [c for c in CASES if c[4] is not None]
+
+
+@pytest.mark.parametrize(("changes", "raw", "key", "secret"), [c[1:] for c in SECRET_CASES],
+                         ids=[c[0] for c in SECRET_CASES])
+def test_hpctl_refuses_the_config_without_showing_the_secret(tmp_path, capsys, changes, raw, key, secret):
+    from hpctl import cli
+
+    code = cli.main(["plan", "--config", str(_write(tmp_path, changes, raw)), "--checkpoint-gib", "10"])
+    stderr = capsys.readouterr().err
+    assert code == 2 and len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr, stderr
+    assert f": {key}: " in stderr and secret not in stderr
+
+
 def test_there_are_at_least_twenty_hostile_configs():
     assert len(CASES) >= 20 and len({c[0] for c in CASES}) == len(CASES)
 
@@ -162,39 +176,44 @@ def test_managed_and_customer_policies_are_permissions_boundaries(arn):
     assert config.permissions_boundary_arn == arn and config.hyperpod.permissions_boundary_arn == arn
 
 
-def test_what_both_yaml_versions_read_alike_still_loads(tmp_path):
-    text = yaml.safe_dump(mutate(_group(ebs_volume_gb=RAW)), sort_keys=False).replace(f"'{RAW}'", "500")
-    text = text.replace("destroy_data_on_delete: false", "destroy_data_on_delete: False")
-    path = tmp_path / "fine.yaml"
-    path.write_text(text)
+def test_yaml_forms_both_versions_read_alike_load_and_the_others_do_not(tmp_path):
     from infra.config import load_config
 
-    config = load_config(path)
-    assert config.hyperpod.instance_groups[0].ebs_volume_gb == 500 and config.destroy_data_on_delete is False
+    def loaded(ebs: str) -> Any:
+        text = yaml.safe_dump(mutate(_group(ebs_volume_gb=RAW, labels={"zip": "@@ZIP@@"})), sort_keys=False)
+        path = tmp_path / "forms.yaml"
+        path.write_text(text.replace(f"'{RAW}'", ebs).replace("'@@ZIP@@'", "'0500'")
+                        .replace("destroy_data_on_delete: false", "destroy_data_on_delete: False"))
+        return load_config(path)
+
+    config = loaded("500")
+    group = config.hyperpod.instance_groups[0]
+    assert group.ebs_volume_gb == 500 and group.labels["zip"] == "0500" and config.destroy_data_on_delete is False
+    with pytest.raises(ConfigError, match="ebs_volume_gb: YAML 1.1 and YAML 1.2 read this differently"):
+        loaded("0500")
 
 
-def test_quoted_yaml_one_one_forms_are_strings(tmp_path):
-    data = mutate({"tags": {"zip": RAW}})
-    path = tmp_path / "quoted.yaml"
-    path.write_text(yaml.safe_dump(data).replace(f"'{RAW}'", "'0500'"))
-    from infra.config import load_config
-
-    assert load_config(path).tags["zip"] == "0500"
+def test_namespace_admin_of_default_and_team_namespaces_only():
+    arn = f"arn:aws:iam::{ACCOUNT}:role/Dev"
+    assert parse_config(mutate(_namespace_admin(arn, ["default", "training"]))).eks.namespace_admins
+    with pytest.raises(ConfigError, match="namespaces.0: admin of a system"):
+        parse_config(mutate(_namespace_admin(arn, ["kueue-system"])))
 
 
-def test_namespace_admin_of_default_and_team_namespaces_is_accepted():
-    data = mutate(_namespace_admin(f"arn:aws:iam::{ACCOUNT}:role/Dev", ["default", "training"]))
-    assert parse_config(data).eks.namespace_admins[0].namespaces == ["default", "training"]
-
-
-def test_a_script_in_a_subfolder_is_accepted():
+def test_a_script_key_may_name_a_subfolder_but_not_leave_the_folder():
     assert parse_config(mutate({"hyperpod": {"on_create_script": "sub/on_create.sh"}})).hyperpod.on_create_script
+    for key in ("sub//on_create.sh", "./on_create.sh", "sub\\on_create.sh"):
+        with pytest.raises(ConfigError, match="hyperpod.on_create_script: must be a relative path"):
+            parse_config(mutate({"hyperpod": {"on_create_script": key}}))
 
 
-def test_existing_secret_names_are_accepted():
+def test_a_chart_takes_the_name_of_an_existing_secret_but_no_secret():
     values = {"grafana": {"existingSecret": "grafana-admin", "admin": {"passwordKey": "password"}}}
     config = parse_config(mutate({"hyperpod": {"dependencies_chart": {"values": values}}}))
     assert config.hyperpod.dependencies_chart.values == values
+    with pytest.raises(ConfigError, match="values.grafana.clientSecret: holds a secret") as raised:
+        parse_config(mutate({"hyperpod": {"dependencies_chart": {"values": {"grafana": {"clientSecret": "s3cr3t!"}}}}}))
+    assert "s3cr3t!" not in str(raised.value)
 
 
 # --- one redaction for every message -----------------------------------------------------------------------------
