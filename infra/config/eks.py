@@ -67,7 +67,9 @@ class NamespaceAdmin(StrictModel):
 class EksConfig(StrictModel):
     version: str = "1.33"
     endpoint: Literal["private", "public_and_private"] = "private"
-    public_access_cidrs: list[ipaddress.IPv4Network] = []
+    # "Public endpoint access CIDR ranges per cluster: 40", not adjustable (Amazon EKS service quotas,
+    # https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html, read in its docs.amazonaws.cn copy).
+    public_access_cidrs: list[ipaddress.IPv4Network] = Field(default=[], max_length=40)
     admin_principal_arns: list[IamArn] = []
     # Principals that administer only some namespaces (data scientists): AmazonEKSAdminPolicy with namespace
     # scope, as in aws-cdk-lib's AccessPolicy documentation
