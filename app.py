@@ -24,7 +24,7 @@ from pathlib import Path
 from aws_cdk import App
 
 from infra.config import load_config, require_offered_types
-from infra.errors import ConfigError
+from infra.errors import ConfigError, redact
 from infra.guards.replacement import CANDIDATE_NAME, LOCK_DIR, guard_replacement, lock_path, write_atomically
 from stacks import validation
 
@@ -61,7 +61,7 @@ def main() -> None:
                      for stack in assembly.stacks}
         candidate = guard_replacement(config, templates, lock_dir)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {redact(str(error))}", file=sys.stderr)
         sys.exit(2)
     write_atomically(Path(assembly.directory) / CANDIDATE_NAME, candidate)
 

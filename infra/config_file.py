@@ -9,15 +9,16 @@ Every refusal is a ``ConfigError`` naming the key (or the line) in one short lin
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from pathlib import Path
 from typing import Any
 
 import yaml
 from yaml.constructor import ConstructorError
-from yaml.nodes import MappingNode, Node
+from yaml.nodes import MappingNode, Node, ScalarNode
 
-from infra.errors import ConfigError
+from infra.errors import ConfigError, credential_kind
 
 # A config is a few kilobytes; these bounds are far above any real one and keep a bad file under a second.
 MAX_FILE_BYTES = 1_000_000
@@ -28,6 +29,26 @@ MAX_STRING = 8192
 BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # Control characters a string value may hold (multi-line values such as scripts or chart values).
 ALLOWED_CONTROLS = frozenset("\t\n")
+
+
+# Plain scalars that YAML 1.1 (PyYAML's SafeLoader) and YAML 1.2's core schema read differently
+# (https://yaml.org/spec/1.2.2/#1032-tag-resolution and https://yaml.org/type/int.html, /float.html, /bool.html):
+# 010 is 8 in 1.1 and 10 in 1.2, 0b101, 1_000 and 1:30 (base 60) are numbers only in 1.1, yes/no/on/off are
+# booleans only in 1.1. Either reading is a surprise to someone, so they are refused: quote the text or write
+# the number in decimal. Kept by PyYAML's resolver: decimal integers, 0x hexadecimal and floats without "_" or ":",
+# which both versions read alike, and true/false.
+_SAME_IN_BOTH = {
+    "tag:yaml.org,2002:int": re.compile(r"[-+]?(?:0|[1-9][0-9]*)|0x[0-9a-fA-F]+"),
+    "tag:yaml.org,2002:float": re.compile(r"[^_:]*"),
+    "tag:yaml.org,2002:bool": re.compile(r"true|True|TRUE|false|False|FALSE"),
+}
+
+
+class YamlOneOne(str):
+    """A plain scalar that YAML 1.1 and 1.2 read differently, kept as written until ``_check_strings`` refuses
+    it with its key."""
+
+    __slots__ = ()
 
 
 class _Refused(yaml.YAMLError):
@@ -61,6 +82,12 @@ class ConfigLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        same = _SAME_IN_BOTH.get(node.tag)
+        if same is not None and isinstance(node, ScalarNode) and node.style is None and not same.fullmatch(node.value):
+            return YamlOneOne(node.value)
+        return super().construct_object(node, deep=deep)
+
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
@@ -82,7 +109,8 @@ def _shown(key: Any) -> str:
 
 
 def _check_strings(node: Any, path: str) -> None:
-    """Refuse control and bidirectional characters in keys and values, and absurdly long strings."""
+    """Refuse control and bidirectional characters in keys and values, absurdly long strings, YAML 1.1 forms
+    and credentials."""
     if isinstance(node, dict):
         for key, value in node.items():
             where = f"{path}.{_shown(key)}" if path else _shown(key)
@@ -97,6 +125,13 @@ def _check_strings(node: Any, path: str) -> None:
 
 
 def _check_text(text: str, key: str, allowed: frozenset[str]) -> None:
+    if isinstance(text, YamlOneOne):
+        raise ConfigError(key, str(text), "YAML 1.1 and YAML 1.2 read this differently (a leading-zero, binary, "
+                                          "base-60 or '_' number, or yes/no/on/off); quote it, or write the number "
+                                          "in decimal and booleans as true/false")
+    if (kind := credential_kind(text)) is not None:
+        raise ConfigError(key, None, f"holds {kind}; a config is committed and its values reach the templates: "
+                                     "pass secrets as docs/safety.md says (Secrets), not in the file")
     if len(text) > MAX_STRING:
         raise ConfigError(key, None, f"a string of {len(text)} characters; at most {MAX_STRING}")
     for char in text:

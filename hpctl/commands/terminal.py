@@ -7,11 +7,12 @@ import sys
 
 from hpctl.errors import UsageError
 from hpctl.output import is_terminal
+from infra.errors import redact
 
 
 def err(message: str) -> None:
-    """A line on stderr, after `hpctl: `."""
-    print(f"hpctl: {message}", file=sys.stderr)
+    """A line on stderr, after `hpctl: `, credentials redacted (``infra.errors.redact``)."""
+    print(f"hpctl: {redact(message)}", file=sys.stderr)
 
 
 def _ask(prompt: str) -> str:  # replaced in tests

@@ -51,6 +51,7 @@ from infra.config.fields import (
     links_leaving,
     path_escapes,
     refuse_links_leaving,
+    script_key_problem,
 )
 from infra.config.hyperpod import (
     DEFAULT_CHART_AGENT_VERSION,
@@ -168,6 +169,7 @@ __all__ = [
     "links_leaving",
     "path_escapes",
     "refuse_links_leaving",
+    "script_key_problem",
     "refusal",
     "sagemaker_regions",
     "team_namespace",

@@ -127,7 +127,7 @@ class TaskGovernanceConfig(StrictModel):
 
     enabled: bool = False
     # None lets EKS pick its default build for the cluster's Kubernetes version.
-    addon_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")] | None = None
+    addon_version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+-eksbuild\.[0-9]+$")] | None = None
     # SchedulerConfig.FairShare: idle compute goes to borrowing teams by their fair_share_weight (off: first come,
     # first served) (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-console-ui-governance-policies.html).
     fair_share: bool = True

@@ -10,7 +10,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from infra.config.addons import MAX_ENTITY_NAME_LENGTH, AddonsConfig, compute_quota_name
 from infra.config.base import StrictModel, config_error, refusal, refusing
 from infra.config.eks import EksConfig
-from infra.config.fields import SAGEMAKER_TAG_KEY, TagKey, TagValue
+from infra.config.fields import MAX_CONFIG_TAGS, SAGEMAKER_TAG_KEY, AccountId, PolicyArn, TagKey, TagValue
 from infra.config.hyperpod import HyperPodConfig, instance_groups_have_subnets
 from infra.config.network import NetworkConfig, az_id_prefix
 from infra.config.observability import ObservabilityConfig
@@ -18,7 +18,7 @@ from infra.config.pod_slots import require_pod_slots
 from infra.config.storage import StorageConfig
 from infra.config_file import read_config_document
 from infra.errors import ConfigError
-from infra.facts.aws_lists import sagemaker_regions
+from infra.facts.aws_lists import partition_of, sagemaker_regions
 from infra.facts.ip_plan import ips_per_node, subnet_capacity
 
 # The field an acknowledgement names when the resource leaves the templates (CloudFormation deletes it) rather than
@@ -51,7 +51,7 @@ MAX_REPLACEMENT_ACKNOWLEDGEMENTS = 20
 
 class AppConfig(StrictModel):
     project: Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,39}$")]
-    account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
+    account: AccountId | None = None
     region: str
     # Required by the app's stacks and hpctl. Left out only when a consumer passes its VPC and subnets to
     # HyperPodOnEks as constructs, so the config need not describe a network it does not create.
@@ -62,13 +62,13 @@ class AppConfig(StrictModel):
     storage: StorageConfig = StorageConfig()
     addons: AddonsConfig = AddonsConfig()
     # A permissions boundary applied to every IAM role the stacks create (e.g. an organisation's guard rail).
-    permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
+    permissions_boundary_arn: PolicyArn | None = None
     # Remove data-bearing resources (buckets, log groups, keys) on cdk destroy instead of retaining them.
     destroy_data_on_delete: bool = False
     # CloudFormation termination protection on the stacks that hold state (EKS, HyperPod, storage,
     # observability): a stack delete is refused until this is false and deployed.
     termination_protection: bool = True
-    tags: dict[TagKey, TagValue] = {}
+    tags: dict[TagKey, TagValue] = Field(default={}, max_length=MAX_CONFIG_TAGS)
     # Replacements of deployed resources the next deploy may make, each one resource and one field; refused when
     # left over from a deploy already recorded in the lock (infra/guards/replacement.py, docs/safety.md).
     acknowledge_replacement: list[ReplacementAcknowledgement] = Field(
@@ -148,6 +148,39 @@ class AppConfig(StrictModel):
                           "addons.training_operator installs cert-manager as an EKS add-on; leave it off in the chart")
         return self
 
+    def _own_region_arn(self, key: str, arn: str) -> None:
+        """Refuse the ARN of a resource in another partition or region than the cluster's.
+
+        A training plan is reserved capacity in an Availability Zone ("Reserved Capacity blocks, each defined by
+        ... Availability Zone",
+        https://docs.aws.amazon.com/sagemaker/latest/dg/reserve-capacity-with-training-plans.html), so only a plan
+        of the cluster's region can hold its nodes; a statement that CreateCluster refuses another region's plan was
+        not found (our rule, from that page).
+        """
+        _, partition, _, region, _ = arn.split(":", 4)
+        expected = partition_of(self.region)
+        if partition != expected or region != self.region:
+            raise refusal(key, arn, f"must be in the cluster's region {self.region} (partition {expected}), "
+                                    f"not {region or 'no region'} ({partition})")
+
+    @model_validator(mode="after")
+    def _own_partition(self) -> AppConfig:
+        """IAM principals, policies and buckets a template of this region names are of its partition: an ARN
+        holds its partition (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference-arns.html), and IAM and
+        S3 are separate in each one."""
+        expected = partition_of(self.region)
+        arns = [("permissions_boundary_arn", self.permissions_boundary_arn),
+                ("hyperpod.permissions_boundary_arn", self.hyperpod.permissions_boundary_arn)]
+        arns += [(f"eks.admin_principal_arns.{i}", a) for i, a in enumerate(self.eks.admin_principal_arns)]
+        arns += [(f"eks.namespace_admins.{i}.principal_arn", a.principal_arn)
+                 for i, a in enumerate(self.eks.namespace_admins)]
+        arns += [(f"addons.s3_csi.bucket_arns.{i}", a) for i, a in enumerate(self.addons.s3_csi.bucket_arns)]
+        for key, arn in arns:
+            if arn is not None and arn.split(":")[1] != expected:
+                raise refusal(key, arn, f"an ARN of partition {arn.split(':')[1]}; region {self.region} is in "
+                                        f"partition {expected}")
+        return self
+
     @model_validator(mode="after")
     def _pods_fit_nodes(self) -> AppConfig:
         with refusing():
@@ -164,6 +197,9 @@ class AppConfig(StrictModel):
             az_keys += [(f"network.hyperpod_subnets.{i}.az_id", s.az_id)
                         for i, s in enumerate(network.hyperpod_subnets)]
         az_keys += [(f"hyperpod.instance_groups.{i}.az_id", g.az_id) for i, g in enumerate(groups)]
+        for i, group in enumerate(groups):
+            if group.training_plan_arn is not None:
+                self._own_region_arn(f"hyperpod.instance_groups.{i}.training_plan_arn", group.training_plan_arn)
         for key, az in az_keys:
             if not az.startswith(prefix + "-az"):
                 raise refusal(key, az, f"not an AZ ID of region {self.region} (expected {prefix}-azN)")

@@ -11,6 +11,8 @@ from pydantic import Field, field_validator, model_validator
 
 from infra.config.base import StrictModel, refusal
 from infra.config.fields import IamArn, RetentionDays
+from infra.config.storage import CLUSTER_NAMESPACES
+from infra.facts.addons import addon_namespaces
 
 # Kubernetes versions SageMaker HyperPod supports for EKS orchestration: "SageMaker HyperPod supports Kubernetes
 # versions 1.30, 1.31, 1.32, 1.33, 1.34, and 1.35"
@@ -40,16 +42,34 @@ SUPPORTED_K8S_VERSIONS = tuple(v for v in HYPERPOD_K8S_VERSIONS
 MIN_PUBLIC_ACCESS_PREFIX = 8
 
 
+# Namespaces where admin amounts to cluster admin: the cluster's own (kube-system runs the control plane's add-ons
+# and holds their service accounts, whose Pod Identity roles a namespace admin could then use) and the add-ons'
+# (infra/facts/addons.py). "default" holds nothing of the cluster's and stays allowed.
+SYSTEM_NAMESPACES = (CLUSTER_NAMESPACES - {"default"}) | addon_namespaces()
+
+
 class NamespaceAdmin(StrictModel):
     principal_arn: IamArn
     namespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]] = Field(
         min_length=1)
 
+    @field_validator("namespaces")
+    @classmethod
+    def _not_system(cls, namespaces: list[str]) -> list[str]:
+        for i, namespace in enumerate(namespaces):
+            if namespace in SYSTEM_NAMESPACES:
+                raise refusal(str(i), namespace, "admin of a system or add-on namespace can act with its service "
+                                                 "accounts' roles, which amounts to cluster admin; list the "
+                                                 "principal in eks.admin_principal_arns if that is meant")
+        return namespaces
+
 
 class EksConfig(StrictModel):
     version: str = "1.33"
     endpoint: Literal["private", "public_and_private"] = "private"
-    public_access_cidrs: list[ipaddress.IPv4Network] = []
+    # "Public endpoint access CIDR ranges per cluster: 40", not adjustable (Amazon EKS service quotas,
+    # https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html, read in its docs.amazonaws.cn copy).
+    public_access_cidrs: list[ipaddress.IPv4Network] = Field(default=[], max_length=40)
     admin_principal_arns: list[IamArn] = []
     # Principals that administer only some namespaces (data scientists): AmazonEKSAdminPolicy with namespace
     # scope, as in aws-cdk-lib's AccessPolicy documentation
@@ -90,7 +110,7 @@ class EksConfig(StrictModel):
     def _vpc_cni_version(cls, value: dict[str, str]) -> dict[str, str]:
         cni = value.get("vpc-cni")
         if cni is not None:
-            match = re.match(r"^v(\d+)\.(\d+)\.(\d+)", cni)
+            match = re.match(r"^v([0-9]+)\.([0-9]+)\.([0-9]+)", cni)
             if not match or tuple(int(g) for g in match.groups()) < (1, 18, 3):
                 raise refusal("vpc-cni", None, f"HyperPod needs the VPC CNI v1.18.3 or later, got {cni}")
         return value

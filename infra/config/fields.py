@@ -23,9 +23,43 @@ RETENTION_DAYS: dict[int, str] = {
     2922: "EIGHT_YEARS", 3288: "NINE_YEARS", 3653: "TEN_YEARS",
 }
 
+# Every pattern here and in the sections spells its classes out in ASCII ([0-9], [A-Za-z0-9_]): in both regular
+# expression engines the config uses (Python's re for str, pydantic-core's Rust regex) \d and \w match Unicode
+# digits and letters, which AWS refuses in account IDs and names (and one such value crashed synth inside jsii).
+# tests/config/test_hostile_configs.py fails on a \d, \w or \s in any of them.
 Name63 = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")]
 AzId = Annotated[str, Field(pattern=r"^[a-z]{2,}[0-9]+-az[0-9]+$")]
-IamArn = Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:[\w+=,.@/:-]+$")]
+AccountId = Annotated[str, Field(pattern=r"^[0-9]{12}$")]
+
+# The partitions' names as ARNs spell them (aws, aws-cn, aws-us-gov, aws-iso, aws-iso-b, ...).
+_PARTITION = r"aws(?:-[a-z]+)*"
+# IAM names and paths (https://docs.aws.amazon.com/IAM/latest/APIReference/API_CreateRole.html and
+# API_CreatePolicy.html: RoleName, PolicyName [\w+=,.@-]+ -- read in ASCII, as IAM means it; Path: "/" or
+# printable ASCII between slashes).
+_IAM_NAME = r"[A-Za-z0-9+=,.@_-]{1,128}"
+_IAM_PATH = r"/(?:[!-~]*/)?"
+_ACCESS_ENTRY_PRINCIPAL = re.compile(rf"^arn:{_PARTITION}:iam::[0-9]{{12}}:(?:role|user){_IAM_PATH}{_IAM_NAME}$")
+
+
+def _access_entry_principal(value: str) -> str:
+    # "You can't use the STS session principal type with access entries because this is a temporary principal
+    # for each session and not a permanent identity that can be assigned permissions" (botocore 1.44.8's eks
+    # model, CreateAccessEntryRequest.principalArn; the same on EKS's CreateAccessEntry API page).
+    if re.match(rf"^arn:{_PARTITION}:sts::", value):
+        raise refusal("", value, "an STS session ARN cannot have an EKS access entry (sessions are temporary); "
+                                 "name the role: arn:aws:iam::<account>:role/<name>")
+    if not _ACCESS_ENTRY_PRINCIPAL.match(value):
+        raise refusal("", value, "not the ARN of an IAM role or user (arn:aws:iam::<12 digits>:role/<name> or "
+                                 ":user/<name>, ASCII letters, digits and +=,.@_- only)")
+    return value
+
+
+# An IAM principal an EKS access entry can name: a role or a user, never an STS session.
+IamArn = Annotated[str, AfterValidator(_access_entry_principal)]
+# A managed policy: a customer managed one of an account, or an AWS managed one (account "aws"), both valid
+# permissions boundaries ("You can use an AWS managed policy or a customer managed policy to set the boundary",
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/access_policies_boundaries.html).
+PolicyArn = Annotated[str, Field(pattern=rf"^arn:{_PARTITION}:iam::(?:[0-9]{{12}}|aws):policy{_IAM_PATH}{_IAM_NAME}$")]
 
 
 def _retention_days(value: int) -> int:
@@ -94,14 +128,37 @@ TagKey = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_tag
 # which the app writes itself (infra/constructs/hyperpod/cluster.py and infra/constructs/observability.py say why).
 SAGEMAKER_TAG_KEY = "SageMaker"
 TagValue = Annotated[str, Field(max_length=256), AfterValidator(_tag_text)]
+# Tags per resource: 50 (maxItems of Tags in cfn-lint's AWS::SageMaker::Cluster schema, TagList max 50 in botocore's
+# sagemaker model). The app puts up to APP_TAGS of its own on one resource ("project" on every one, then the cluster's
+# SageMaker tag, or a subnet's Name and its ELB role or hyperpod:subnet tag; tests/config/test_hostile_configs.py
+# counts them in the synthesized templates), so the config's tags get the rest.
+MAX_TAGS_PER_RESOURCE = 50
+APP_TAGS = 3
+MAX_CONFIG_TAGS = MAX_TAGS_PER_RESOURCE - APP_TAGS
 
 # Helm chart versions must be SemVer 2 (Helm maintainers in https://github.com/helm/helm/issues/9728; "Helm
 # uses SemVer 2", https://helm.sh/docs/v2/chart_best_practices/conventions). An exact version, not a range,
 # so every deploy installs the same chart. Regular expression from https://semver.org/.
-_SEMVER = (r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-           r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+_PRERELEASE_PART = r"(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)"
+_SEMVER = (r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+           rf"(?:-({_PRERELEASE_PART}(?:\.{_PRERELEASE_PART})*))?"
            r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
 ExactVersion = Annotated[str, Field(pattern=_SEMVER)]
+
+
+def script_key_problem(value: str) -> str | None:
+    """Why ``value`` cannot name a script inside the lifecycle scripts folder, or None when it can.
+
+    The script is uploaded with the folder, and OnCreate is "the file name of the entrypoint script of lifecycle
+    scripts under SourceS3Uri" (ClusterLifeCycleConfig in botocore's sagemaker model), so the key is a relative
+    path of names below the folder: never absolute, "~", "..", "." or an empty part, nor a Windows separator.
+    Whether the file exists is checked on the folder at synth (``check_lifecycle_dir``).
+    """
+    parts = value.split("/")
+    if value.startswith(("/", "~")) or "\\" in value or any(p in {"", ".", ".."} for p in parts):
+        return "must be a relative path to a file inside hyperpod.lifecycle_scripts_dir (no leading '/' or '~', " \
+               "no '.', '..' or empty parts, '/' as separator)"
+    return None
 
 
 def path_escapes(value: str) -> bool:

@@ -4,7 +4,7 @@ acknowledgments that let a change replace or shrink the cluster."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -17,11 +17,13 @@ from infra.config.fields import (
     K8sKey,
     K8sValue,
     Name63,
+    PolicyArn,
     WholeNumber,
     leads_out_through_links,
     path_escapes,
+    script_key_problem,
 )
-from infra.errors import ConfigError
+from infra.errors import ConfigError, credential_kind
 from infra.facts.instances import is_listed, listed_types
 
 # The HyperPod dependencies chart's default commit (see ChartConfig.revision for what it is).
@@ -72,7 +74,9 @@ class UpdateBatch(StrictModel):
     """RollingUpdatePolicy.MaximumBatchSize: how many nodes of the group are updated at once."""
 
     type: Literal["percent", "count"] = "percent"
-    value: StrictInt = Field(default=10, ge=1)  # NodeUnavailabilityValue: minimum 1, no maximum in either source
+    # NodeUnavailabilityValue: minimum 1, no maximum in either source; a count of nodes is at most a group's
+    # InstanceCount maximum, 6758 (ClusterInstanceCount in botocore's sagemaker model).
+    value: StrictInt = Field(default=10, ge=1, le=6758)
 
     @model_validator(mode="after")
     def _percent(self) -> UpdateBatch:
@@ -157,11 +161,16 @@ class InstanceGroupConfig(GroupSoftware):
     threads_per_core: Annotated[Literal[1, 2], WholeNumber] = 1
     ebs_volume_gb: StrictInt = Field(default=500, ge=1, le=16384)
     deep_health_checks: list[DeepHealthCheck] = []
+    # botocore's TrainingPlanArn pattern, with the plan's name as TrainingPlanName spells it ([a-zA-Z0-9](-*[a-zA-Z0-9])
+    # up to 64 characters) instead of ".*"; its region and partition must be the cluster's (infra/config/app.py).
     training_plan_arn: str | None = Field(
-        default=None, pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.*$"
+        default=None,
+        pattern=r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/[a-zA-Z0-9](-*[a-zA-Z0-9]){0,63}$",
     )
-    labels: dict[K8sKey, K8sValue] = {}
-    taints: list[Taint] = []
+    # KubernetesConfig: at most 50 labels and 50 taints (botocore's sagemaker model, ClusterKubernetesLabels and
+    # ClusterKubernetesTaints; the taints' maxItems 50 in cfn-lint's AWS::SageMaker::Cluster schema too).
+    labels: dict[K8sKey, K8sValue] = Field(default={}, max_length=50)
+    taints: list[Taint] = Field(default=[], max_length=50)
     # CapacityRequirements: on_demand leaves it out (as every group was created before the field existed), spot
     # writes {Spot: {}} (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-spot.html).
     capacity: Literal["on_demand", "spot"] = "on_demand"
@@ -248,12 +257,37 @@ def instance_groups_have_subnets(
                           f"(have: {', '.join(have) or 'none'})")
 
 
+# Chart value keys that name a secret (compared lower case without "-" and "_", by their end): the chart's values
+# are written into the template, where anyone allowed cloudformation:GetTemplate reads them. "existing..." keys
+# (existingSecret, the common way a chart takes the name of a Secret made beforehand) name a secret, hold none.
+SECRET_KEY_ENDINGS = ("password", "passwd", "secret", "token", "apikey", "secretkey", "accesskey", "privatekey",
+                      "credentials", "credential")
+
+
+def secret_values(values: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """(key path, what it looks like) of each chart value that holds a secret: a string under a key that names
+    one (SECRET_KEY_ENDINGS), or a string shaped like a credential (``infra.errors.CREDENTIAL_SHAPES``)."""
+    items = values.items() if isinstance(values, dict) else enumerate(values) if isinstance(values, list) else []
+    for key, value in items:
+        where = f"{path}.{key}" if path else str(key)
+        if isinstance(value, dict | list):
+            yield from secret_values(value, where)
+            continue
+        if not isinstance(value, str) or not value:
+            continue
+        name = str(key).lower().replace("-", "").replace("_", "")
+        if (kind := credential_kind(value)) is not None:
+            yield where, kind
+        elif isinstance(key, str) and not name.startswith("existing") and name.endswith(SECRET_KEY_ENDINGS):
+            yield where, "a secret (the key names one)"
+
+
 class ChartConfig(StrictModel):
     """Where the HyperPod dependencies Helm chart comes from at deploy time."""
 
     source: Literal["git", "oci", "local"] = "git"
     git_repository: str = Field(
-        default=DEPENDENCIES_CHART_REPOSITORY, pattern=r"^https://github\.com/[\w.-]+/[\w.-]+$"
+        default=DEPENDENCIES_CHART_REPOSITORY, pattern=r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
     )
     # A full commit SHA: branches and tags move, a commit does not. Default: aws/sagemaker-hyperpod-cli main at
     # a00b22d1 (2026-06-19, "Bump inference operator helm chart version to 2.2.2"), the last commit on main that
@@ -264,7 +298,7 @@ class ChartConfig(StrictModel):
     # commit SHA alone does not prove which repository it is on, since GitHub serves a fork's commits under the
     # parent's URL. Known for the default repository and revision, required for any other.
     source_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
-    oci_uri: str | None = Field(default=None, pattern=r"^oci://[\w./:-]+$")
+    oci_uri: str | None = Field(default=None, pattern=r"^oci://[A-Za-z0-9_./:-]+$")
     version: ExactVersion | None = None
     local_path: str | None = None
     values: dict[str, Any] = {}
@@ -277,6 +311,15 @@ class ChartConfig(StrictModel):
     def pinned_sha256(self) -> str:
         """The source tree's SHA-256 a git source is installed with: ``source_sha256``, or the default commit's."""
         return self.source_sha256 or DEPENDENCIES_CHART_SOURCE_SHA256
+
+    @field_validator("values")
+    @classmethod
+    def _no_secrets(cls, values: dict[str, Any]) -> dict[str, Any]:
+        for where, kind in secret_values(values):
+            raise refusal(where, None, f"holds {kind}; chart values are written into the template in clear text. "
+                                       "Create a Kubernetes Secret out of band and give the chart its name "
+                                       "(docs/safety.md, Secrets)")
+        return values
 
     @model_validator(mode="after")
     def _source(self) -> ChartConfig:
@@ -397,7 +440,7 @@ class HyperPodConfig(StrictModel):
     # group (see docs/constructs/hyperpod-volume-key.md).
     volume_encryption: VolumeEncryption = "aws_managed"
     autoscaling: AutoscalingConfig = AutoscalingConfig()
-    permissions_boundary_arn: str | None = Field(default=None, pattern=r"^arn:aws[a-z-]*:iam::\d{12}:policy/.+$")
+    permissions_boundary_arn: PolicyArn | None = None
     # Removed: it accepted every replacement of every protected resource and stayed set after the deploy.
     # ``true`` is refused with the new form (the top-level acknowledge_replacement); ``false`` changes nothing.
     allow_cluster_replacement: bool = False
@@ -406,6 +449,13 @@ class HyperPodConfig(StrictModel):
     # lifecycle_scripts_dir and dependencies_chart.local_path / chart_path must stay inside the project
     # (relative, no "..") unless this is true.
     allow_paths_outside_project: bool = False
+
+    @field_validator("on_create_script")
+    @classmethod
+    def _script_inside_folder(cls, value: str) -> str:
+        if (problem := script_key_problem(value)) is not None:
+            raise refusal("", value, problem)
+        return value
 
     @field_validator("instance_groups")
     @classmethod
@@ -500,7 +550,7 @@ class HyperPodConfig(StrictModel):
         override = agent_image_override(self.dependencies_chart.values)
         if override is not None:
             key, tag = override
-            if not re.fullmatch(r"\d+(?:[._]\d+)*", tag):
+            if not re.fullmatch(r"[0-9]+(?:[._][0-9]+)*", tag):
                 raise refusal(f"dependencies_chart.values.{key}", tag or "no tag",
                               f"autoscaling needs health monitoring agent {MIN_AUTOSCALING_AGENT_VERSION} or "
                               "later: pin a numbered tag that synth can compare")

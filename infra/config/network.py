@@ -10,6 +10,8 @@ from pydantic import Field, field_validator, model_validator
 from infra.config.base import StrictModel, refusal
 from infra.config.fields import AzId, RetentionDays
 
+MAX_HYPERPOD_SUBNETS = 16
+
 _DIRECTIONS = {
     "northeast": "ne",
     "northwest": "nw",
@@ -45,7 +47,9 @@ class NetworkConfig(StrictModel):
     vpc_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.192.0.0/16")
     control_plane_az_ids: list[AzId] = Field(min_length=2)
     nat_gateways: Literal["per_az", "single"] = "per_az"
-    hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1)
+    # The cluster's VpcConfig lists every one: Subnets holds 1-16 (botocore's sagemaker model, Subnets; cfn-lint's
+    # AWS::SageMaker::Cluster schema, VpcConfig.Subnets maxItems 16).
+    hyperpod_subnets: list[HyperPodSubnet] = Field(min_length=1, max_length=MAX_HYPERPOD_SUBNETS)
     # Interface endpoints for closed networks (ec2, ecr, sts, logs, ssm, eks-auth, sagemaker, ...).
     interface_endpoints: bool = False
     # Egress of the nodes' security group beyond the group itself. "all" is AWS's rule (its security group

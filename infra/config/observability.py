@@ -78,7 +78,7 @@ class GrafanaNetworkAccess(StrictModel):
 
 
 # An S3 prefix: s3://<bucket>/ or s3://<bucket>/<key prefix>/ (ending in "/").
-S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(?:[^\s]*/)?$"
+S3_PREFIX_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/(?:[!-~]*/)?$"
 
 
 class GrafanaConfig(StrictModel):
@@ -115,7 +115,8 @@ class AlertsConfig(StrictModel):
 
     enabled: bool = True
     levels: list[Literal["Info", "Warn", "Error"]] = Field(default=["Error"], min_length=1)
-    email: Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")] | None = None
+    # Printable ASCII but "@" on both sides of one "@" (whether SNS takes internationalised addresses is unverified).
+    email: Annotated[str, Field(pattern=r"^[!-?A-~]+@[!-?A-~]+\.[A-Za-z]{2,}$")] | None = None
 
 
 def grafana_needs_prometheus(

@@ -30,14 +30,14 @@ class FsxLustreConfig(StrictModel):
     data_repository_export_deletions: bool = False
     # Daily automatic backups kept this many days (FSx allows 0-90; 0 turns them off). FSx does not back up a
     # file system linked to S3, so with data_repository_s3_uri write 0: S3 then holds the durable copy.
-    automatic_backup_retention_days: int = Field(default=7, ge=0, le=90)
+    automatic_backup_retention_days: StrictInt = Field(default=7, ge=0, le=90)
     file_system_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]*$")] = "/data"
     namespace: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)] = "training"
     pvc_name: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)] = "fsx-claim"
     # Keep the file system when the stack is deleted (checkpoints outlive the cluster).
     retain_on_delete: bool = True
     # Version of the EKS add-on aws-fsx-csi-driver; null lets EKS pick its default for the Kubernetes version.
-    csi_driver_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")] | None = None
+    csi_driver_version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+-eksbuild\.[0-9]+$")] | None = None
 
     @field_validator("namespace")
     @classmethod

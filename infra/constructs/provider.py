@@ -55,6 +55,14 @@ def logged_provider(
         query_interval=query_interval,
         total_timeout=total_timeout,
         log_group=logs.LogGroup(scope, "ProviderLogs", retention=log_retention, removal_policy=removal_policy),
+        # The framework logs every event it gets, resource properties included (runtime/framework.js, onEvent:
+        # log("onEventHandler", {...cfnRequest, ResponseURL: "..."}); isComplete likewise), through console.log, which
+        # Lambda's JSON log format records at INFO. FATAL, aws-cdk-lib 2.275.0's default here (provider.js,
+        # frameworkLambdaLoggingLevel), drops them; set explicitly so an upgrade that changes the default cannot
+        # start writing chart values to the log group. The waiter's execution history stays off
+        # (disableWaiterStateMachineLogging, default true).
+        framework_lambda_logging_level=lambda_.ApplicationLogLevel.FATAL,
+        disable_waiter_state_machine_logging=True if is_complete is not None else None,
     )
     framework = ["framework-onEvent"] + (["framework-isComplete", "framework-onTimeout"] if is_complete else [])
     invoked = [on_event] + ([is_complete] if is_complete else [])

@@ -226,3 +226,9 @@ DEPENDENCIES_CHART_NODE_PODS: tuple[tuple[str, NodePod], ...] = (
         "kube-system", "aws-efa-k8s-device-plugin", "efa",
         f"{_CHART}/values.yaml (aws-efa-k8s-device-plugin.supportedInstanceLabels)")),
 )
+
+
+def addon_namespaces() -> frozenset[str]:
+    """Every namespace the add-ons above run in (their Pod Identity service accounts' and their workloads')."""
+    return frozenset({a.pod_identity.namespace for a in ALL if a.pod_identity}
+                     | {w.namespace for a in ALL for w in a.workloads})

@@ -10,6 +10,7 @@ two differ, so the copy cannot fall behind a botocore upgrade.
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -30,6 +31,21 @@ def sagemaker_regions() -> frozenset[str]:
 def cluster_instance_types() -> frozenset[str]:
     """Every instance type HyperPod accepts (ClusterInstanceType in botocore's SageMaker model)."""
     return frozenset(_lists()["cluster_instance_types"])
+
+
+# Each partition's regions, as botocore 1.44.8's data/partitions.json matches them (regionRegex, written here with
+# ASCII classes); tests/config/test_hostile_configs.py checks every SageMaker region against botocore's own.
+_PARTITIONS = (
+    ("aws-us-gov", r"us-gov-[a-z]+-[0-9]+"), ("aws-iso", r"us-iso-[a-z]+-[0-9]+"),
+    ("aws-iso-b", r"us-isob-[a-z]+-[0-9]+"), ("aws-iso-e", r"eu-isoe-[a-z]+-[0-9]+"),
+    ("aws-iso-f", r"us-isof-[a-z]+-[0-9]+"), ("aws-eusc", r"eusc-de-[a-z]+-[0-9]+"), ("aws-cn", r"cn-[a-z]+-[0-9]+"),
+    ("aws", r"(?:us|eu|ap|sa|ca|me|af|il|mx)-[a-z]+-[0-9]+"),
+)
+
+
+def partition_of(region: str) -> str:
+    """The partition a region belongs to ("aws", "aws-cn", "aws-us-gov", ...); "aws" for one none matches."""
+    return next((name for name, pattern in _PARTITIONS if re.fullmatch(pattern, region)), "aws")
 
 
 def from_botocore() -> dict[str, list[str]]:

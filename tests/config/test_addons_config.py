@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config import parse_config
+from infra.config import S3CsiConfig, parse_config
 from infra.errors import ConfigError
 from tests.conftest import default_config_data, mutate
 
@@ -57,10 +57,11 @@ def test_chart_cert_manager_is_fine_without_the_training_operator():
     assert parse_config(data).hyperpod.dependencies_chart.values["cert-manager"]["enabled"] is True
 
 
-def test_buckets_of_every_partition_are_accepted():
+def test_buckets_of_every_partition_are_accepted_by_the_section():
+    # The section takes every partition's form; the whole config then keeps the region's partition only
+    # (tests/config/test_hostile_configs.py).
     arns = ["arn:aws:s3:::a.b-c", "arn:aws-cn:s3:::cn-bucket", "arn:aws-us-gov:s3:::gov-bucket"]
-    config = parse_config(mutate({"addons": {"s3_csi": {"enabled": True, "bucket_arns": arns}}}))
-    assert config.addons.s3_csi.bucket_arns == arns
+    assert S3CsiConfig(enabled=True, bucket_arns=arns).bucket_arns == arns
 
 
 def test_task_governance_from_v1_3_0_goes_with_the_operator():

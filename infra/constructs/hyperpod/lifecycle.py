@@ -12,7 +12,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk.region_info import RegionInfo
 from constructs import Construct
 
-from infra.config import LifecycleOptions, refuse_links_leaving
+from infra.config import LifecycleOptions, refuse_links_leaving, script_key_problem
 from infra.constructs.common import acknowledge, nag_name
 from infra.constructs.hyperpod.lifecycle_render import render_lifecycle_env
 from infra.errors import ConfigError
@@ -28,6 +28,8 @@ def check_lifecycle_dir(directory: Path, on_create: str, *, allow_paths_outside_
     key = "hyperpod.lifecycle_scripts_dir"
     if not directory.is_dir():
         raise ConfigError(key, str(directory), "no such directory")
+    if (problem := script_key_problem(on_create)) is not None:
+        raise ConfigError("hyperpod.on_create_script", on_create, problem)
     refuse_links_leaving(key, directory, allowed=allow_paths_outside_project)
     script = directory / on_create
     if not script.is_file():
