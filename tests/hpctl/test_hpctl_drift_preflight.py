@@ -15,6 +15,7 @@ from moto import mock_aws
 from hpctl import preflight as pf
 from hpctl.aws import Clients
 from infra.config import parse_config
+from infra.errors import ConfigError
 from tests.conftest import default_config_data
 
 # --- drift ----------------------------------------------------------------------------------------
@@ -858,12 +859,19 @@ def test_chart_source_not_fetched_for_oci(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_chart_source_the_installer_would_refuse_fails_without_a_request(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The config's pattern lets a non-ASCII owner through; the installer refuses it, and preflight says so."""
+    """The config refuses a non-ASCII owner in one line; a config built past that check (a consumer's model copy)
+    is still refused by preflight, as the installer refuses it, without a request."""
     urls = _head(monkeypatch, 200)
     data = config_data()
     data["hyperpod"]["dependencies_chart"] = dict(git_repository="https://github.com/ówner/charts",
                                                   source_sha256="0" * 64)
-    [check] = pf.check_chart_source(parse_config(data))
+    with pytest.raises(ConfigError, match=r"hyperpod\.dependencies_chart\.git_repository"):
+        parse_config(data)
+    cfg = parse_config(config_data())
+    chart = cfg.hyperpod.dependencies_chart.model_copy(
+        update={"git_repository": "https://github.com/ówner/charts", "source_sha256": "0" * 64})
+    cfg = cfg.model_copy(update={"hyperpod": cfg.hyperpod.model_copy(update={"dependencies_chart": chart})})
+    [check] = pf.check_chart_source(cfg)
     assert check.verdict == "fail" and "must look like https://github.com/<owner>/<repo>" in check.reason
     assert urls == []
 
