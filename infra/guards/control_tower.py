@@ -64,10 +64,12 @@ CONTROLS: tuple[Control, ...] = (
             "events nobody consumes by default", SWITCH + " (both buckets send their events to EventBridge)",
             _governed),
     Control("ct-lambda-pr-3", "CT.LAMBDA.PR.3", "Lambda function in a VPC", "the deploy-time functions: the "
-            "scripts upload, the chart installer and its custom-resource providers, the Grafana content "
-            "provisioner, aws-cdk-lib's AwsCustomResource function", "not yet met by the switch: the functions of "
-            "aws-cdk-lib's BucketDeployment, Provider framework and AwsCustomResource need their VPC settings, "
-            "roles and the VPC's egress wired; the chart installer runs in the VPC only for its own needs",
+            "scripts upload, the custom-resource providers' framework functions, the Grafana content provisioner, "
+            "aws-cdk-lib's AwsCustomResource function; and the chart installer's functions, which run in the VPC",
+            "not yet met by the switch: the functions aws-cdk-lib builds (BucketDeployment, the Provider "
+            "framework, AwsCustomResource) run outside the VPC, and even a function in the VPC fails the rule's "
+            "template check when its subnets come from the network stack (the rule accepts only subnet IDs "
+            "written out or a Ref of a subnet in the same template; a Control Tower hook sees the resolved IDs)",
             "nothing yet", _never),
     Control("ct-stepfunctions-pr-1", "CT.STEPFUNCTIONS.PR.1", "Step Functions state machine logs",
             "the readiness wait's state machine (aws-cdk-lib's Provider framework)", "not yet met by the switch: "
