@@ -10,8 +10,14 @@ from constructs import Construct
 # The actions AWS's page "Encrypt log data in CloudWatch Logs using AWS Key Management Service"
 # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html, read as
 # c2hans/aws-docs@63cf41d6:docs/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.md) gives both the CloudWatch Logs
-# service principal (step 2) and the principals that read and write encrypted log data (step 3).
-LOGS_KEY_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"]
+# service principal (step 2) and the principals that read and write encrypted log data (step 3): kms:Encrypt,
+# kms:Decrypt, kms:ReEncrypt*, kms:GenerateDataKey*, kms:Describe*. Here kms:Describe* is written kms:DescribeKey,
+# its one action on a key (the other, kms:DescribeCustomKeyStores, acts on no key), and left out of the service
+# principal's statement: that statement holds only with the encryption context of a log group, which a DescribeKey
+# request does not carry (parliament 1.6.4's IAM data, run by tests/safety/test_iam_parliament.py: "Unknown
+# condition kms:EncryptionContext:aws:logs:arn for action kms:DescribeKey"), so it granted nothing there.
+CRYPTO_ACTIONS = ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*"]
+LOGS_KEY_ACTIONS = [*CRYPTO_ACTIONS, "kms:DescribeKey"]
 
 
 class LogsKey(Construct):
@@ -42,7 +48,7 @@ class LogsKey(Construct):
         self.key.add_to_resource_policy(iam.PolicyStatement(
             sid="CloudWatchLogsOfThisAccount",
             principals=[iam.ServicePrincipal(logs_service)],
-            actions=LOGS_KEY_ACTIONS,
+            actions=CRYPTO_ACTIONS,
             resources=["*"],
             conditions={"ArnLike": {
                 "kms:EncryptionContext:aws:logs:arn": f"arn:{stack.partition}:logs:{stack.region}:{stack.account}:*",

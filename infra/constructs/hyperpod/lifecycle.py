@@ -111,9 +111,9 @@ class LifecycleScripts(Construct):
             # itself ("The destination bucket must use Amazon S3 managed keys (SSE-S3)", "S3 buckets that have S3
             # Object Lock enabled can't be used as destination buckets for server access logs", "Your destination
             # bucket should not have server access logging enabled": https://docs.aws.amazon.com/AmazonS3/latest/
-            # userguide/enable-server-access-logging.html, read as c2hans/aws-docs@9a3d9b40). ACLs are off
-            # (bucket owner enforced): S3 delivers through the bucket policy aws-cdk-lib writes for
-            # logging.s3.amazonaws.com (@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy in cdk.json).
+            # userguide/enable-server-access-logging.html, read as c2hans/aws-docs@9a3d9b40). S3 delivers through
+            # the bucket policy aws-cdk-lib writes for logging.s3.amazonaws.com
+            # (@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy in cdk.json), not an ACL.
             self.access_log_bucket = s3.Bucket(
                 self,
                 "AccessLogs",
@@ -121,7 +121,7 @@ class LifecycleScripts(Construct):
                 block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
                 enforce_ssl=True,
                 versioned=True,
-                object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+                object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
                 lifecycle_rules=[_noncurrent_versions_rule()],
                 removal_policy=removal_policy,
                 auto_delete_objects=disposable,
