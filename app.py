@@ -55,6 +55,8 @@ def main() -> None:
 
         build_app(app, config)
         validation.register(app)  # AWS's template validation without aws-cdk-lib's GameLift rule
+        if validation.control_tower_requested(app):  # `make lint`: AWS Control Tower's proactive controls
+            validation.register_control_tower(app, config)
         assembly = app.synth()
         # Read from the files: the artifacts' `template` would send each template through jsii, three times slower.
         templates = {stack.stack_name: json.loads(Path(stack.template_full_path).read_text(encoding="utf-8"))

@@ -57,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "ChartSource": "infra.constructs.helm_release",
     "HyperPodCluster": "infra.constructs.hyperpod.cluster",
     "HyperPodVolumeKey": "infra.constructs.hyperpod.volume_key",
+    "LogsKey": "infra.constructs.logs_key",
     "HyperPodAutoscalingRole": "infra.constructs.hyperpod.autoscaling",
     "KarpenterNodePools": "infra.constructs.hyperpod.autoscaling",
     "HyperPodObservability": "infra.constructs.observability",

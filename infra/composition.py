@@ -32,6 +32,7 @@ from infra.constructs.hyperpod.dependencies_chart import HyperPodDependenciesCha
 from infra.constructs.hyperpod.execution_role import HyperPodExecutionRole
 from infra.constructs.hyperpod.lifecycle import LIFECYCLE_PREFIX, LifecycleScripts
 from infra.constructs.hyperpod.volume_key import HyperPodVolumeKey
+from infra.constructs.logs_key import LogsKey, limit_grants_to_aws_services
 from infra.constructs.network import HyperPodNetwork
 from infra.constructs.observability import HyperPodObservability
 from infra.constructs.readiness import Readiness, ReadinessCheck
@@ -133,6 +134,7 @@ class HyperPodParts:
     s3_csi_driver: S3CsiDriver | None = None
     nodes_ready: Readiness | None = None
     scopes: list[Construct] = field(default_factory=list)
+    logs_keys: list[LogsKey] = field(default_factory=list)
 
 
 def storage_az_id(config: AppConfig, network: HyperPodNetwork) -> str:
@@ -189,13 +191,14 @@ def compose(
     _order_addons(control_plane, task_governance, training_operator, s3_csi_driver)
 
     scopes = placement.scopes()
-    _apply_cross_cutting(config, scopes)
+    logs_keys = _apply_cross_cutting(config, scopes, removal)
     return HyperPodParts(
         network=network, eks_control_plane=control_plane, eks_cluster=eks_cluster, lifecycle=core.lifecycle,
         execution_role=core.execution_role, dependencies_chart=core.dependencies_chart,
         hyperpod_cluster=hyperpod_cluster, autoscaling_role=core.autoscaling_role, node_pools=core.node_pools,
         observability=observability, storage=storage, volume_key=core.volume_key, task_governance=task_governance,
         training_operator=training_operator, s3_csi_driver=s3_csi_driver, nodes_ready=nodes_ready, scopes=scopes,
+        logs_keys=logs_keys,
     )
 
 
@@ -256,6 +259,7 @@ def _hyperpod(
         on_create=hp.on_create_script, options=options, bucket=existing.lifecycle_bucket,
         log_retention=log_retention, removal_policy=removal,
         allow_paths_outside_project=hp.allow_paths_outside_project,
+        object_lock=config.compliance == "control_tower", event_notifications=config.compliance == "control_tower",
     )
     subnets = {az: subnet.subnet_id for az, subnet in network.hyperpod_subnets.items()}
     security_groups = [network.security_group.security_group_id]
@@ -495,10 +499,14 @@ def _add_storage(
     return SharedStorage(file_system=file_system, csi_driver=csi_driver, installer=installer, volume_release=release)
 
 
-def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct]) -> None:
+def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct], removal: RemovalPolicy) -> list[LogsKey]:
     tags = {"project": config.project, **config.tags}
+    logs_keys = []
     for scope in scopes:
         reached = _with_stack_singletons(scope, auto_delete=config.destroy_data_on_delete)
+        logs_key = _protect_keys_and_logs(scope, reached, config.project, removal)
+        if logs_key is not None:  # built in scope: the tags and the boundary below reach it
+            logs_keys.append(logs_key)
         if config.permissions_boundary_arn:
             boundary = iam.ManagedPolicy.from_managed_policy_arn(scope, "PermissionsBoundary",
                                                                  config.permissions_boundary_arn)
@@ -508,6 +516,35 @@ def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct]) -> None
             for key, value in tags.items():
                 Tags.of(construct).add(key, value)
             _tag_plain_resources(construct, tags)
+    return logs_keys
+
+
+def _protect_keys_and_logs(scope: Construct, reached: Sequence[IConstruct], project: str,
+                           removal: RemovalPolicy) -> LogsKey | None:
+    """Every log group built in ``scope`` gets the scope's logs key (one that names a key of its own keeps it),
+    and every KMS key built denies grants that are not for AWS resources (``limit_grants_to_aws_services``): the
+    AWS Control Tower controls CT.CLOUDWATCH.PR.3 and CT.KMS.PR.3 (infra/guards/control_tower.py). A key a consumer
+    brings is not built here and is left as it is.
+
+    One key per scope, so per stack in the app: CT.CLOUDWATCH.PR.3's rule accepts as ``KmsKeyId`` only a string or
+    a ``Ref``/``Fn::GetAtt`` of a key in the same template (cdklabs/cdk-validator-cfnguard 0.0.62 rules/control-
+    tower/cfn-guard/cloudwatch/ct-cloudwatch-pr-3.guard: ``check_local_references``), so a key shared across
+    stacks through ``Fn::ImportValue`` fails the check. ``KmsKeyId`` of a log group is updated without interruption
+    (CloudFormation's AWS::Logs::LogGroup reference, read as c2hans/aws-docs@9a3d9b40:docs/AWSCloudFormation/latest/
+    TemplateReference/aws-resource-logs-loggroup.md: "Update requires: No interruption"), as is a key policy.
+    """
+    found = [node for construct in reached for node in construct.node.find_all()]
+    groups = [node for node in found if isinstance(node, logs.CfnLogGroup) and node.kms_key_id is None]
+    keys = [node for node in found if isinstance(node, kms.Key)]
+    logs_key = None
+    if groups:
+        logs_key = LogsKey(scope, "LogsKey", project=project, removal_policy=removal)
+        keys.append(logs_key.key)
+        for group in groups:
+            group.kms_key_id = logs_key.key_arn
+    for key in keys:
+        limit_grants_to_aws_services(key)
+    return logs_key
 
 
 # Resource types built as a plain CfnResource, which has no tag manager, so Tags.of passes them by: how each

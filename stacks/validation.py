@@ -33,7 +33,9 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from aws_cdk import App, CloudFormationValidatePlugin
+    from aws_cdk import App, CloudFormationValidatePlugin, IPolicyValidationPluginBeta1
+
+    from infra.config import AppConfig
 
 # Apps given the plugin: a second instance on one app would fail its synth (DuplicateCloudFormationValidatePlugin).
 _registered: weakref.WeakSet[App] = weakref.WeakSet()
@@ -60,3 +62,31 @@ def register(app: App) -> None:
 
     Validations.of(app).add_plugins(plugin())
     _registered.add(app)
+
+
+# The context key that turns the Control Tower check on for one `cdk synth` (`make lint` sets it): the plugin is
+# not run on every synth because it costs more than the 0.2 s a synth may spend on it (docs/bench.md).
+CONTROL_TOWER_CONTEXT = "control_tower_controls"
+
+
+def control_tower_requested(app: App) -> bool:
+    """True when the synth was asked for the Control Tower check (``-c control_tower_controls=true``)."""
+    return str(app.node.try_get_context(CONTROL_TOWER_CONTEXT)).lower() == "true"
+
+
+def control_tower_plugin(config: AppConfig) -> IPolicyValidationPluginBeta1:
+    """cfn-guard with AWS Control Tower's proactive-control rules (cdklabs-cdk-validator-cfnguard 0.0.62, which
+    bundles cfn-guard 3.1.1 for Linux and macOS), less the controls ``infra.guards.control_tower`` lists as not met
+    by ``config``. Imported here only: loading the package's jsii assembly (12 MB) is part of its cost."""
+    from cdklabs.cdk_validator_cfnguard import CfnGuardValidator
+
+    from infra.guards.control_tower import disabled_rules
+
+    return CfnGuardValidator(control_tower_rules_enabled=True, disabled_rules=disabled_rules(config))
+
+
+def register_control_tower(app: App, config: AppConfig) -> None:
+    """Add the Control Tower plugin to ``app``: a control it fails that the list does not disable fails the synth."""
+    from aws_cdk import Validations
+
+    Validations.of(app).add_plugins(control_tower_plugin(config))

@@ -123,7 +123,8 @@ XDIST_GROUPS: dict[str, str] = {
     "destroy_data_synth": "full",  # also in the design table's cover test: the auto-delete provider
     "autoscaling_synth": "autoscaling",
     "consumer": "consumer",
-    "report": "nag-pack-fixtures",  # tests/safety/test_nag_pack.py: one app of every rule's fixtures
+    "report": "nag-pack-fixtures",
+    "governed_synth": "governed",  # tests/safety/test_nag_pack.py: one app of every rule's fixtures
 }
 # pytest 9 keeps a test's node ID in Node._id, so pytest-xdist 3.8's loadgroup (it appends "@group" to
 # item._nodeid) groups nothing. The same scheduling by hand: each worker writes the xdist_group of every test
@@ -609,3 +610,10 @@ ALL_FEATURES_CONFIG = ROOT / "config" / "all-features.yaml"
 def all_features_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """config/all-features.yaml as `make lint` synthesizes it: every optional feature on at once."""
     return synthesize_variant(tmp_path_factory, "all-features", yaml.safe_load(ALL_FEATURES_CONFIG.read_text()))
+
+
+@pytest.fixture(scope="session")
+def governed_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The default config with `compliance: control_tower`: what AWS Control Tower's controls need beyond the
+    defaults (tests/safety/test_control_tower.py runs the controls over it)."""
+    return synthesize_variant(tmp_path_factory, "governed", mutate({"compliance": "control_tower"}))

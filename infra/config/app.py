@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
@@ -86,6 +86,10 @@ class AppConfig(StrictModel):
             seen.add(acknowledgement.names)
         return acknowledgements
 
+    # control_tower: also meet the AWS Control Tower proactive controls that cost more than the defaults
+    # (infra/guards/control_tower.py lists each, with what meets it; docs/safety.md renders the list).
+    compliance: Literal["control_tower"] | None = None
+
     @field_validator("tags")
     @classmethod
     def _sagemaker_tag_is_the_apps(cls, tags: dict[str, str]) -> dict[str, str]:
@@ -134,6 +138,15 @@ class AppConfig(StrictModel):
                 raise refusal(f"{key}.quota.count", team.quota.count,
                               f"the teams' quotas of {kind} add up to {reserved[kind]}, more than the "
                               f"{instances[kind]} instances of that type in hyperpod.instance_groups")
+        return self
+
+    @model_validator(mode="after")
+    def _governed_endpoint(self) -> AppConfig:
+        # CT.EKS.PR.1 (cdklabs/cdk-validator-cfnguard 0.0.62 rules/control-tower/cfn-guard/eks/ct-eks-pr-1.guard)
+        # fails an EKS cluster whose API endpoint is public.
+        if self.compliance == "control_tower" and self.eks.endpoint != "private":
+            raise refusal("eks.endpoint", self.eks.endpoint,
+                          "compliance: control_tower needs a private endpoint (Control Tower's CT.EKS.PR.1)")
         return self
 
     @model_validator(mode="after")

@@ -30,6 +30,7 @@ PAGES: dict[str, str] = {
     "ChartSource": "helm-releases.md",
     "HyperPodCluster": "hyperpod-cluster.md",
     "HyperPodVolumeKey": "hyperpod-volume-key.md",
+    "LogsKey": "logs-key.md",
     "HyperPodAutoscalingRole": "autoscaling.md",
     "KarpenterNodePools": "autoscaling.md",
     "HyperPodObservability": "observability.md",

@@ -47,6 +47,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "sagemaker:AttachClusterNodeNetworkInterface is newer than parliament's action list; it is an operation of "
         "botocore 1.44.8's sagemaker model and the call aws-node makes on HyperPod nodes since "
         "https://github.com/aws/amazon-vpc-cni-k8s/pull/3874 (execution_role.py, VpcCniHyperPodAttachEni).",
+    ("MISMATCHED_TYPE", "LogsKeyFE4C4A83"):
+        "The logs key's CloudWatch Logs statement uses ArnLike on kms:EncryptionContext:aws:logs:arn, as AWS's "
+        "CloudWatch Logs encryption page writes it (infra/constructs/logs_key.py); parliament types every "
+        "encryption-context key as a string.",
     ("RESOURCE_STAR", "ObservabilityGrafanaWorkspacePolicy9801C29F"):
         "Grafana's CloudWatch data source reads alarms, insight rules and Logs Insights queries across the "
         "account; these read actions take no narrower resource in practice, as in AmazonGrafanaCloudWatchAccess.",

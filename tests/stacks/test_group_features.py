@@ -12,6 +12,10 @@ from infra.guards.replacement import group_refusals, replacement_reasons, snapsh
 from tests.conftest import GROUP_FEATURES, mutate
 
 
+def _volume_keys(synth) -> dict:
+    """The HyperPod stack's KMS keys but its logs key (infra/constructs/logs_key.py): the volume key, if any."""
+    return {k: r for k, r in synth.resources("hyperpod", "AWS::KMS::Key").items() if not k.startswith("LogsKey")}
+
 def _cluster(synth):
     (cluster,) = synth.resources("hyperpod", "AWS::SageMaker::Cluster").values()
     return cluster["Properties"]
@@ -39,11 +43,11 @@ def test_default_writes_none_of_the_new_fields(default_synth):
     for group in props["InstanceGroups"]:
         assert not {"CapacityRequirements", "MinInstanceCount"} & set(group)
         assert group["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}]
-    assert default_synth.resources("hyperpod", "AWS::KMS::Key") == {}
+    assert _volume_keys(default_synth) == {}
 
 
 def test_customer_managed_group_encrypts_root_and_secondary_volume_with_the_retained_key(group_features_synth):
-    (key_id, key), = group_features_synth.resources("hyperpod", "AWS::KMS::Key").items()
+    (key_id, key), = _volume_keys(group_features_synth).items()
     assert key["Properties"]["EnableKeyRotation"] is True
     assert key["DeletionPolicy"] == "Retain" and key["UpdateReplacePolicy"] == "Retain"
     groups = _groups(group_features_synth)
@@ -55,7 +59,7 @@ def test_customer_managed_group_encrypts_root_and_secondary_volume_with_the_reta
 
 
 def test_key_policy_lets_the_execution_role_create_grants_without_encryption_context(group_features_synth):
-    (key,) = group_features_synth.resources("hyperpod", "AWS::KMS::Key").values()
+    (key,) = _volume_keys(group_features_synth).values()
     statements = key["Properties"]["KeyPolicy"]["Statement"]
     (hyperpod,) = [s for s in statements if s.get("Sid") == "HyperPodExecutionRoleCreatesGrants"]
     (role_id,) = group_features_synth.resources("hyperpod", "AWS::IAM::Role").keys() & {
@@ -141,7 +145,7 @@ def test_feature_config_is_the_documented_one():
 def test_the_execution_roles_own_policy_holds_the_key_actions_before_the_cluster_exists(group_features_synth):
     """AWS's page asks for kms:CreateGrant and kms:DescribeKey in the execution role's policy as well; here on this
     key only, in the policy the HyperPod cluster waits for."""
-    (key_id,) = group_features_synth.resources("hyperpod", "AWS::KMS::Key")
+    (key_id,) = _volume_keys(group_features_synth)
     policies = group_features_synth.resources("hyperpod", "AWS::IAM::Policy")
     holding = {pid: s for pid, p in policies.items() for s in p["Properties"]["PolicyDocument"]["Statement"]
                if s.get("Sid") == "HyperPodVolumeKey"}

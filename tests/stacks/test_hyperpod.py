@@ -194,10 +194,21 @@ def test_lifecycle_bucket_is_named_for_the_managed_policy_and_locked_down(defaul
     assert props["PublicAccessBlockConfiguration"] == {
         "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True
     }
-    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {
-        "SSEAlgorithm": "AES256"
-    }
+    # SSE-KMS under the account's aws/s3 key (no key ID), with an S3 Bucket Key.
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+        {"BucketKeyEnabled": True, "ServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms"}}]
+    assert props["LifecycleConfiguration"] == {"Rules": [{
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}, "Id": "NoncurrentVersions",
+        "NoncurrentVersionExpiration": {"NoncurrentDays": 90}, "Status": "Enabled"}]}
     assert "DestinationBucketName" in props["LoggingConfiguration"]
+    # The access log bucket: SSE-S3 (S3 requires it of a log destination), the same lifecycle rule, no ACL.
+    (logs,) = [b for b in buckets.values() if "BucketName" not in b["Properties"]]
+    log_props = logs["Properties"]
+    assert log_props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] \
+        == {"SSEAlgorithm": "AES256"}
+    assert log_props["LifecycleConfiguration"] == props["LifecycleConfiguration"]
+    assert "AccessControl" not in log_props
+
     assert bucket["DeletionPolicy"] == "Retain"
     template = Template.from_json(default_synth.template("hyperpod"))
     template.has_resource_properties("AWS::S3::BucketPolicy", {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from aws_cdk import Aws, FeatureFlags, Fn, RemovalPolicy, Stack, Token
+from aws_cdk import Aws, Duration, FeatureFlags, Fn, RemovalPolicy, Stack, Token
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
@@ -19,6 +19,9 @@ from infra.errors import ConfigError
 
 LIFECYCLE_PREFIX = "lifecycle"
 CONFIG_FILE_NAME = "lifecycle_config.env"
+# How long an overwritten or deleted object version is kept in either bucket (the scripts' history; the access
+# logs are written once and never overwritten, so there it clears only what a person deleted).
+NONCURRENT_VERSION_DAYS = 90
 
 
 def check_lifecycle_dir(directory: Path, on_create: str, *, allow_paths_outside_project: bool = False) -> Path:
@@ -58,12 +61,24 @@ def lifecycle_bucket_name(hyperpod_cluster_name: str) -> str:
                          Aws.ACCOUNT_ID, Aws.REGION])
 
 
+def _noncurrent_versions_rule() -> s3.LifecycleRule:
+    """Noncurrent object versions expire after NONCURRENT_VERSION_DAYS; unfinished multipart uploads after 7 days."""
+    return s3.LifecycleRule(id="NoncurrentVersions",
+                            noncurrent_version_expiration=Duration.days(NONCURRENT_VERSION_DAYS),
+                            abort_incomplete_multipart_upload_after=Duration.days(7))
+
+
 class LifecycleScripts(Construct):
     """A `sagemaker-` bucket holding the lifecycle scripts of this repository under ``lifecycle/``.
 
     The bucket is named by ``lifecycle_bucket_name`` (the managed instance policy reads only ``sagemaker-*``
-    buckets; the execution role is also granted read of the prefix explicitly), encrypted
-    (SSE-S3), versioned, TLS-only, with public access blocked and server access logs in a second bucket.
+    buckets; the execution role is also granted read of the prefix explicitly), encrypted with SSE-KMS under the
+    account's AWS managed key for S3 (``aws/s3``, so readers in the account need no key statement of their own),
+    versioned with noncurrent versions expiring after ``NONCURRENT_VERSION_DAYS``, TLS-only, with public access
+    blocked and server access logs in a second bucket. That log bucket has the same protections but SSE-S3,
+    no Object Lock and no access logging of its own, as S3 requires of a server access log destination (see
+    ``AccessLogs`` below). ``object_lock`` turns S3 Object Lock on for the scripts' bucket (no default retention)
+    and ``event_notifications`` sends both buckets' events to Amazon EventBridge (``compliance: control_tower``).
     With ``removal_policy`` DESTROY both buckets are emptied of every object version before CloudFormation
     deletes them (aws-cdk-lib's ``auto_delete_objects``), else a versioned bucket ends DELETE_FAILED.
     The scripts directory is checked at synth (``check_lifecycle_dir``; a symbolic link in it that leads out of it
@@ -86,6 +101,8 @@ class LifecycleScripts(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         allow_paths_outside_project: bool = False,
+        object_lock: bool = False,
+        event_notifications: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         scripts_dir = scripts_dir.resolve()  # the packaged copy is a link to the repository's scripts
@@ -97,6 +114,13 @@ class LifecycleScripts(Construct):
         # custom-resource-handlers/lib/aws-s3/auto-delete-objects-handler/index.ts).
         disposable = removal_policy == RemovalPolicy.DESTROY
         if bucket is None:
+            # A server access log destination must use SSE-S3, must not have Object Lock and should not log
+            # itself ("The destination bucket must use Amazon S3 managed keys (SSE-S3)", "S3 buckets that have S3
+            # Object Lock enabled can't be used as destination buckets for server access logs", "Your destination
+            # bucket should not have server access logging enabled": https://docs.aws.amazon.com/AmazonS3/latest/
+            # userguide/enable-server-access-logging.html, read as c2hans/aws-docs@9a3d9b40). S3 delivers through
+            # the bucket policy aws-cdk-lib writes for logging.s3.amazonaws.com
+            # (@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy in cdk.json), not an ACL.
             self.access_log_bucket = s3.Bucket(
                 self,
                 "AccessLogs",
@@ -105,6 +129,7 @@ class LifecycleScripts(Construct):
                 enforce_ssl=True,
                 versioned=True,
                 object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+                lifecycle_rules=[_noncurrent_versions_rule()],
                 removal_policy=removal_policy,
                 auto_delete_objects=disposable,
             )
@@ -116,15 +141,26 @@ class LifecycleScripts(Construct):
                 self,
                 "Bucket",
                 bucket_name=lifecycle_bucket_name(hyperpod_cluster_name),
-                encryption=s3.BucketEncryption.S3_MANAGED,
+                # The AWS managed key: SSEAlgorithm aws:kms without a key ID (aws-cdk-lib BucketEncryption.KMS_MANAGED).
+                encryption=s3.BucketEncryption.KMS_MANAGED,
+                bucket_key_enabled=True,
                 block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
                 enforce_ssl=True,
                 versioned=True,
+                object_lock_enabled=object_lock or None,
+                lifecycle_rules=[_noncurrent_versions_rule()],
                 server_access_logs_bucket=self.access_log_bucket,
                 server_access_logs_prefix="lifecycle-bucket/",
                 removal_policy=removal_policy,
                 auto_delete_objects=disposable,
             )
+            if event_notifications:
+                for created in (bucket, self.access_log_bucket):
+                    # CloudFormation's own property, not aws-cdk-lib's event_bridge_enabled (which adds a
+                    # notifications function outside the VPC).
+                    cfn_bucket: s3.CfnBucket = created.node.default_child  # type: ignore[assignment]
+                    cfn_bucket.add_property_override(
+                        "NotificationConfiguration.EventBridgeConfiguration.EventBridgeEnabled", True)
         self.bucket = bucket
         # The upload function logs to a group of ours, created before it, with the stacks' retention and
         # removal policy. Without it, Lambda creates /aws/lambda/<function> on the first upload, and the

@@ -1,0 +1,97 @@
+"""The AWS Control Tower proactive controls the product does not meet by default: one list, with the reason for
+each and the config that meets it.
+
+Control Tower's proactive controls are CloudFormation hooks; AWS publishes them as cfn-guard rules, and the CDK team
+ships them with the cfn-guard binary as a policy-validation plugin: cdklabs-cdk-validator-cfnguard 0.0.62 (cfn-guard
+3.1.1, its guard-version.json), rules under ``rules/control-tower/cfn-guard/<service>/ct-<service>-pr-<n>.guard``.
+The plugin's ``disabledRules`` takes those file names (``ct-s3-pr-9``); ``stacks/validation.py`` registers it
+with :func:`disabled_rules` of the config, so a control is off only where this list says why. Every other control
+of the package holds for the default and all-features configs (the tests run the plugin over both).
+
+``docs/safety.md`` renders this list (``render_markdown``; tests/safety/test_control_tower.py checks the two match).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from infra.config import AppConfig
+
+SWITCH = "compliance: control_tower"
+
+
+@dataclass(frozen=True)
+class Control:
+    rule_file: str  # the plugin's name for the rule file: what disabledRules takes
+    control_id: str  # Control Tower's identifier, as the rule's message gives it
+    title: str
+    resources: str  # what fails it, in this product
+    reason: str  # why it is not met by default (or at all)
+    met_by: str  # the config that meets it; "nothing" when nothing of the product can
+    met: Callable[[AppConfig], bool]
+
+    def row(self) -> str:
+        cells = (f"`{self.control_id}`", self.title, self.resources, self.met_by, self.reason)
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def _governed(config: AppConfig) -> bool:
+    return config.compliance == "control_tower"
+
+
+def _never(config: AppConfig) -> bool:
+    return False
+
+
+# S3's rules for a server access log destination (https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+# enable-server-access-logging.html, read as c2hans/aws-docs@9a3d9b40): "The destination bucket must use Amazon S3
+# managed keys (SSE-S3)", "S3 buckets that have S3 Object Lock enabled can't be used as destination buckets for
+# server access logs", "Your destination bucket should not have server access logging enabled".
+_LOG_DESTINATION = ("S3 requires a server access log destination to use SSE-S3, to have no Object Lock and not "
+                    "to log itself; the lifecycle bucket meets the control (CT.S3.PR.2 asks for its access "
+                    "logging)")
+
+CONTROLS: tuple[Control, ...] = (
+    Control("ct-s3-pr-2", "CT.S3.PR.2", "S3 bucket has server access logging", "the access log bucket",
+            _LOG_DESTINATION, "nothing", _never),
+    Control("ct-s3-pr-9", "CT.S3.PR.9", "S3 bucket has Object Lock", "the access log bucket; the lifecycle bucket "
+            "too unless the switch is on", _LOG_DESTINATION + "; with the switch the lifecycle bucket has Object "
+            "Lock (no default retention, so the upload's pruning still deletes)", "nothing", _never),
+    Control("ct-s3-pr-10", "CT.S3.PR.10", "S3 bucket encrypted with a KMS key", "the access log bucket",
+            _LOG_DESTINATION + "; the lifecycle bucket uses SSE-KMS", "nothing", _never),
+    Control("ct-s3-pr-4", "CT.S3.PR.4", "S3 bucket has event notifications", "both lifecycle buckets",
+            "events nobody consumes by default", SWITCH + " (both buckets send their events to EventBridge)",
+            _governed),
+    Control("ct-lambda-pr-3", "CT.LAMBDA.PR.3", "Lambda function in a VPC", "the deploy-time functions: the "
+            "scripts upload, the custom-resource providers' framework functions, the Grafana content provisioner, "
+            "aws-cdk-lib's AwsCustomResource function; and the chart installer's functions, which run in the VPC",
+            "not yet met by the switch: the functions aws-cdk-lib builds (BucketDeployment, the Provider "
+            "framework, AwsCustomResource) run outside the VPC, and even a function in the VPC fails the rule's "
+            "template check when its subnets come from the network stack (the rule accepts only subnet IDs "
+            "written out or a Ref of a subnet in the same template; a Control Tower hook sees the resolved IDs)",
+            "nothing yet", _never),
+    Control("ct-stepfunctions-pr-1", "CT.STEPFUNCTIONS.PR.1", "Step Functions state machine logs",
+            "the readiness wait's state machine (aws-cdk-lib's Provider framework)", "not yet met by the switch: "
+            "the Provider framework's waiter state machine needs a log group and its role the log-delivery "
+            "permissions", "nothing yet", _never),
+    Control("ct-stepfunctions-pr-2", "CT.STEPFUNCTIONS.PR.2", "Step Functions state machine traced by X-Ray",
+            "the readiness wait's state machine (aws-cdk-lib's Provider framework)", "not yet met by the switch: "
+            "tracing needs X-Ray permissions on the framework's role", "nothing yet", _never),
+    Control("ct-eks-pr-1", "CT.EKS.PR.1", "EKS API endpoint not public", "the EKS cluster with "
+            "`eks.endpoint: public_and_private`", "a public endpoint is a choice of the config",
+            "`eks.endpoint: private` (the default; " + SWITCH + " refuses any other)",
+            lambda config: config.eks.endpoint == "private"),
+)
+
+
+def disabled_rules(config: AppConfig) -> list[str]:
+    """The plugin's rule files to leave out for ``config``: the listed controls it does not meet."""
+    return [control.rule_file for control in CONTROLS if not control.met(config)]
+
+
+def render_markdown() -> str:
+    """The table docs/safety.md holds between its control-tower markers."""
+    header = ("| control | what it asks | what fails it here | what meets it | why it is off |\n"
+              "| --- | --- | --- | --- | --- |")
+    return "\n".join([header, *(control.row() for control in CONTROLS)])

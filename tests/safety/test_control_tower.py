@@ -1,0 +1,182 @@
+"""AWS Control Tower's proactive controls (cdklabs-cdk-validator-cfnguard 0.0.62, cfn-guard 3.1.1) over the
+session's templates: the default and all-features configs, and the default with `compliance: control_tower`, fail
+only the controls infra/guards/control_tower.py lists as not met by that config; a planted violation fails a synth
+through the plugin stacks/validation.py registers; docs/safety.md renders the list."""
+
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from functools import cache
+from pathlib import Path
+
+import jsii
+import pytest
+from aws_cdk import IPolicyValidationContextBeta1
+
+from infra.config import parse_config
+from infra.errors import ConfigError
+from infra.guards.control_tower import CONTROLS, disabled_rules, render_markdown
+from tests.conftest import ROOT, cdk_json_context, mutate, new_app
+
+RULES_DIR = "package/rules/control-tower/cfn-guard/"
+
+
+@jsii.implements(IPolicyValidationContextBeta1)
+class _Templates:
+    """What the plugin is given at synth: the templates' paths (and the app, which cfn-guard does not read)."""
+
+    def __init__(self, app, paths: list[str]) -> None:
+        self._app, self._paths = app, paths
+
+    @property
+    def app_construct(self):
+        return self._app
+
+    @property
+    def template_paths(self) -> list[str]:
+        return self._paths
+
+
+def failing_controls(synth, disabled: list[str]) -> dict[str, set[str]]:
+    """Run the Control Tower plugin over ``synth``'s written templates: rule name -> the failing logical IDs."""
+    from cdklabs.cdk_validator_cfnguard import CfnGuardValidator
+
+    paths = sorted(str(p) for p in Path(synth.outdir).glob("*.template.json"))
+    assert len(paths) == len(synth.templates)
+    report = CfnGuardValidator(control_tower_rules_enabled=True, disabled_rules=disabled).validate(
+        _Templates(synth.app.network.node.root, paths))
+    failing: dict[str, set[str]] = {}
+    for violation in report.violations:
+        failing.setdefault(violation.rule_name, set()).update(
+            resource.resource_logical_id for resource in violation.violating_resources)
+    assert report.success == (not failing)
+    return failing
+
+
+@cache
+def rule_names() -> dict[str, str]:
+    """The package's Control Tower rule files: file name (what disabledRules takes) -> the rule it defines."""
+    import cdklabs.cdk_validator_cfnguard as package
+
+    (tarball,) = (Path(package.__file__).parent / "_jsii").glob("*.jsii.tgz")
+    names: dict[str, str] = {}
+    with tarfile.open(tarball, "r|gz") as archive:
+        for member in archive:
+            if member.name.startswith(RULES_DIR) and member.name.endswith(".guard"):
+                text = archive.extractfile(member).read().decode()  # type: ignore[union-attr]
+                (name,) = set(re.findall(r"^rule (\w+) when", text, re.MULTILINE))
+                names[Path(member.name).stem] = name
+    return names
+
+
+def listed_off(config) -> set[str]:
+    return {rule_names()[rule_file] for rule_file in disabled_rules(config)}
+
+
+@pytest.mark.parametrize("variant", ["default_synth", "all_features_synth", "governed_synth"])
+def test_a_config_fails_only_the_controls_listed_as_not_met_by_it(variant, request):
+    """One run with every control on: what fails is a subset of what the list turns off for that config, so the
+    gate (`make lint`, the same plugin less the listed controls) passes and no control is off unlisted."""
+    synth = request.getfixturevalue(variant)
+    failing = failing_controls(synth, disabled=[])
+    assert failing, "the controls found nothing: the plugin did not check these templates"
+    assert set(failing) <= listed_off(synth.config), {k: v for k, v in failing.items()
+                                                      if k not in listed_off(synth.config)}
+    if variant == "default_synth":
+        # The list is not stale: every control it turns off for the default config fails there.
+        assert set(failing) == listed_off(synth.config)
+
+
+def test_the_defaults_meet_the_cheap_controls(default_synth):
+    """Log groups encrypted with a key of their own stack, every key denying grants not for AWS resources, the
+    lifecycle bucket on SSE-KMS with a noncurrent-version rule and access logs, no ACLs: none of these controls is
+    in the list, and each has resources here that it checks."""
+    met = {"cloudwatch_log_group_encrypted_check", "kms_create_grant_aws_service_check",
+           "s3_version_lifecycle_policy_check", "s3_lifecycle_policy_check", "s3_bucket_acl_prohibited_check"}
+    assert not met & {rule_names()[c.rule_file] for c in CONTROLS}
+    types = {r["Type"] for t in default_synth.templates.values() for r in t["Resources"].values()}
+    assert {"AWS::Logs::LogGroup", "AWS::KMS::Key", "AWS::S3::Bucket"} <= types
+    for name, template in default_synth.templates.items():
+        keys = {k for k, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"}
+        for logical_id, group in template["Resources"].items():
+            if group["Type"] == "AWS::Logs::LogGroup":
+                assert group["Properties"]["KmsKeyId"]["Fn::GetAtt"][0] in keys, (name, logical_id)
+    bucket = default_synth.resources("hyperpod", "AWS::S3::Bucket")
+    lifecycle = next(b for k, b in bucket.items() if k.startswith("LifecycleScriptsBucket"))
+    (sse,) = lifecycle["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert sse["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "aws:kms"}
+    assert "LoggingConfiguration" in lifecycle["Properties"]
+    assert "ObjectLockEnabled" not in lifecycle["Properties"]
+
+
+def test_the_switch_turns_on_object_lock_and_event_notifications_and_nothing_else(governed_synth, default_synth):
+    buckets = governed_synth.resources("hyperpod", "AWS::S3::Bucket")
+    assert len(buckets) == 2
+    for logical_id, bucket in buckets.items():
+        assert bucket["Properties"]["NotificationConfiguration"] == {
+            "EventBridgeConfiguration": {"EventBridgeEnabled": True}}, logical_id
+        # Object Lock on the scripts' bucket only: S3 refuses a locked bucket as an access log destination.
+        assert bucket["Properties"].get("ObjectLockEnabled") is (None if "AccessLogs" in logical_id else True)
+    assert set(governed_synth.templates) == set(default_synth.templates)
+    for name, template in governed_synth.templates.items():
+        resources = json.loads(json.dumps(template["Resources"]))
+        for bucket in resources.values():
+            if bucket["Type"] == "AWS::S3::Bucket":
+                bucket["Properties"].pop("NotificationConfiguration")
+                bucket["Properties"].pop("ObjectLockEnabled", None)
+        assert resources == default_synth.templates[name]["Resources"], name
+
+
+def test_the_switch_refuses_a_public_endpoint():
+    data = mutate({"compliance": "control_tower",
+                   "eks": {"endpoint": "public_and_private", "public_access_cidrs": ["203.0.113.0/24"]}})
+    with pytest.raises(ConfigError, match=r"eks\.endpoint.*CT\.EKS\.PR\.1"):
+        parse_config(data)
+
+
+def test_each_listed_control_names_a_rule_file_of_the_package():
+    names = rule_names()
+    assert len(names) > 200  # the package's whole Control Tower set, not an empty extraction
+    for control in CONTROLS:
+        assert control.rule_file in names, control.rule_file
+        # The identifier the list shows is the one the rule's message gives.
+        assert control.control_id == "CT." + control.rule_file.removeprefix("ct-").upper().replace("-", "."), \
+            control.rule_file
+
+
+def test_a_planted_violation_fails_the_synth_through_the_registered_plugin(tmp_path):
+    """A log group without a key, in an app given the plugin as app.py gives it for `make lint`: the synth fails
+    and the report names the control. The gate cannot pass by not running."""
+    from aws_cdk import Stack
+    from aws_cdk import aws_logs as logs
+
+    from stacks import validation
+
+    config = parse_config(mutate({}))
+    app = new_app(context=cdk_json_context(), outdir=str(tmp_path))
+    validation.register_control_tower(app, config)
+    logs.LogGroup(Stack(app, "Planted"), "Unencrypted")
+    with pytest.raises(Exception, match=r"ValidationFailed.*CT\.CLOUDWATCH\.PR\.3"):
+        app.synth()
+    report = json.loads((tmp_path / "validation-report.json").read_text())
+    (guard,) = [p for p in report["pluginReports"] if p["pluginName"] == "cdk-validator-cfnguard"]
+    assert [v["ruleName"] for v in guard["violations"]] == ["cloudwatch_log_group_encrypted_check"]
+
+
+def test_app_py_registers_the_plugin_only_when_asked():
+    """`make lint` asks with -c control_tower_controls=true; a plain synth does not run it (docs/bench.md)."""
+    from aws_cdk import App
+
+    from stacks import validation
+
+    assert not validation.control_tower_requested(App())
+    assert validation.control_tower_requested(App(context={validation.CONTROL_TOWER_CONTEXT: "true"}))
+    assert "control_tower_controls=true" in (ROOT / "Makefile").read_text()
+
+
+def test_safety_md_renders_the_list():
+    text = (ROOT / "docs" / "safety.md").read_text()
+    start, end = "<!-- control-tower-controls:start -->\n", "\n<!-- control-tower-controls:end -->"
+    assert text[text.index(start) + len(start):text.index(end)] == render_markdown()
