@@ -40,6 +40,26 @@ def check_lifecycle_dir(directory: Path, on_create: str, *, allow_paths_outside_
     return script
 
 
+def protected_bucket(scope: Construct, construct_id: str, *, access_logs: s3.IBucket, access_logs_prefix: str,
+                     removal_policy: RemovalPolicy, bucket_name: str | None = None) -> s3.Bucket:
+    """A bucket with this product's protections (the lifecycle bucket's, and any other bucket that holds what the
+    cluster reads): S3-managed encryption, public access blocked, TLS only, versioned, server access logs to
+    ``access_logs`` under ``access_logs_prefix``; its objects deleted with it when ``removal_policy`` is DESTROY."""
+    return s3.Bucket(
+        scope,
+        construct_id,
+        bucket_name=bucket_name,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        versioned=True,
+        server_access_logs_bucket=access_logs,
+        server_access_logs_prefix=access_logs_prefix,
+        removal_policy=removal_policy,
+        auto_delete_objects=removal_policy == RemovalPolicy.DESTROY,
+    )
+
+
 def lifecycle_bucket_name(hyperpod_cluster_name: str) -> str:
     """``sagemaker-<cluster>-<stack>-<account>-<region>``: ``<stack>`` is the first block of the stack's UUID.
 
@@ -110,19 +130,9 @@ class LifecycleScripts(Construct):
                 self.access_log_bucket, "AwsSolutions-S1",
                 "This bucket receives the lifecycle bucket's server access logs; logging it to itself would loop.",
             )
-            bucket = s3.Bucket(
-                self,
-                "Bucket",
-                bucket_name=lifecycle_bucket_name(hyperpod_cluster_name),
-                encryption=s3.BucketEncryption.S3_MANAGED,
-                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-                enforce_ssl=True,
-                versioned=True,
-                server_access_logs_bucket=self.access_log_bucket,
-                server_access_logs_prefix="lifecycle-bucket/",
-                removal_policy=removal_policy,
-                auto_delete_objects=disposable,
-            )
+            bucket = protected_bucket(self, "Bucket", bucket_name=lifecycle_bucket_name(hyperpod_cluster_name),
+                                      access_logs=self.access_log_bucket, access_logs_prefix="lifecycle-bucket/",
+                                      removal_policy=removal_policy)
         self.bucket = bucket
         # The upload function logs to a group of ours, created before it, with the stacks' retention and
         # removal policy. Without it, Lambda creates /aws/lambda/<function> on the first upload, and the
