@@ -464,6 +464,10 @@ def _add_inference_operator(
     if training_operator is not None:
         cert_manager = training_operator.cert_manager_ready or (
             training_operator.cert_manager.addon if training_operator.cert_manager is not None else None)
+    if not isinstance(eks_cluster, eks.Cluster):
+        raise ConfigError("addons.inference_operator.enabled", True,
+                          "needs the OIDC issuer of an EKS cluster created here; with an existing eks_cluster, build "
+                          "InferenceOperator yourself and pass its oidc_provider")
     return InferenceOperator(
         scope, "InferenceOperator", eks_cluster=eks_cluster, hyperpod_cluster_arn=hyperpod_cluster.hyperpod_cluster_arn,
         oidc_issuer_url=eks_cluster.cluster_open_id_connect_issuer_url, access_logs=lifecycle.access_log_bucket,

@@ -36,6 +36,10 @@ def _trust_subjects(role: dict[str, Any], resources: dict[str, Any]) -> list[tup
     return found
 
 
+def _resources(synth) -> dict[str, Any]:
+    return synth.template("hyperpod")["Resources"]
+
+
 def _services(role: dict[str, Any]) -> set[str]:
     return {s["Principal"]["Service"] for s in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
             if "Service" in s.get("Principal", {})}
@@ -71,7 +75,7 @@ def test_execution_role_is_named_trusted_and_granted_as_aws_documents(all_featur
     name = json.dumps(role["Properties"]["RoleName"])
     assert name.startswith(f'{{"Fn::Join": ["", ["{facts.INFERENCE_EXECUTION_ROLE_PREFIX}-')
     assert _services(role) == {"sagemaker.amazonaws.com"}
-    ((operator, conditions),) = _trust_subjects(role, all_features_synth.template("hyperpod")["Resources"])
+    ((operator, conditions),) = _trust_subjects(role, _resources(all_features_synth))
     assert operator == "StringEquals"
     assert "system:serviceaccount:hyperpod-inference-system:hyperpod-inference-controller-manager" in \
         json.dumps(conditions)
@@ -88,7 +92,7 @@ def test_execution_role_is_named_trusted_and_granted_as_aws_documents(all_featur
 def test_gated_model_role_matches_awss_module(all_features_synth):
     _, role = _role(all_features_synth, "HyperPod inference: gated JumpStart model downloads")
     assert _services(role) == {"sagemaker.amazonaws.com"}
-    ((operator, conditions),) = _trust_subjects(role, all_features_synth.template("hyperpod")["Resources"])
+    ((operator, conditions),) = _trust_subjects(role, _resources(all_features_synth))
     assert operator == "StringLike"
     assert "system:serviceaccount:*:hyperpod-inference-service-account*" in json.dumps(conditions)
     assert "AmazonSageMakerHyperPodGatedModelAccess" in json.dumps(role["Properties"]["ManagedPolicyArns"])
@@ -97,7 +101,7 @@ def test_gated_model_role_matches_awss_module(all_features_synth):
 def test_lb_controller_and_keda_roles_grant_awss_statements(all_features_synth):
     _, lb = _role(all_features_synth, "HyperPod inference: AWS Load Balancer Controller")
     assert not _services(lb)
-    assert "hyperpod-inference-system:aws-load-balancer-controller" in json.dumps(_trust_subjects(lb, all_features_synth.template("hyperpod")["Resources"]))
+    assert "hyperpod-inference-system:aws-load-balancer-controller" in json.dumps(_trust_subjects(lb, _resources(all_features_synth)))
     (policy,) = lb["Properties"]["Policies"]
     granted = policy["PolicyDocument"]["Statement"]
 
@@ -111,7 +115,7 @@ def test_lb_controller_and_keda_roles_grant_awss_statements(all_features_synth):
     assert grants(granted) == grants(lb_controller_statements())
     assert len(lb_controller_statements()) == 16
     _, keda = _role(all_features_synth, "HyperPod inference: KEDA operator (reads metrics)")
-    assert "hyperpod-inference-system:keda-operator" in json.dumps(_trust_subjects(keda, all_features_synth.template("hyperpod")["Resources"]))
+    assert "hyperpod-inference-system:keda-operator" in json.dumps(_trust_subjects(keda, _resources(all_features_synth)))
     (policy,) = keda["Properties"]["Policies"]
     (statement,) = policy["PolicyDocument"]["Statement"]
     assert sorted(statement["Action"]) == sorted(KEDA_ACTIONS) and statement["Resource"] == "*"
