@@ -101,7 +101,8 @@ def test_gated_model_role_matches_awss_module(all_features_synth):
 def test_lb_controller_and_keda_roles_grant_awss_statements(all_features_synth):
     _, lb = _role(all_features_synth, "HyperPod inference: AWS Load Balancer Controller")
     assert not _services(lb)
-    assert "hyperpod-inference-system:aws-load-balancer-controller" in json.dumps(_trust_subjects(lb, _resources(all_features_synth)))
+    subjects = _trust_subjects(lb, _resources(all_features_synth))
+    assert "hyperpod-inference-system:aws-load-balancer-controller" in json.dumps(subjects)
     (policy,) = lb["Properties"]["Policies"]
     granted = policy["PolicyDocument"]["Statement"]
 
@@ -115,7 +116,8 @@ def test_lb_controller_and_keda_roles_grant_awss_statements(all_features_synth):
     assert grants(granted) == grants(lb_controller_statements())
     assert len(lb_controller_statements()) == 16
     _, keda = _role(all_features_synth, "HyperPod inference: KEDA operator (reads metrics)")
-    assert "hyperpod-inference-system:keda-operator" in json.dumps(_trust_subjects(keda, _resources(all_features_synth)))
+    subjects = _trust_subjects(keda, _resources(all_features_synth))
+    assert "hyperpod-inference-system:keda-operator" in json.dumps(subjects)
     (policy,) = keda["Properties"]["Policies"]
     (statement,) = policy["PolicyDocument"]["Statement"]
     assert sorted(statement["Action"]) == sorted(KEDA_ACTIONS) and statement["Resource"] == "*"
