@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Aws, CfnJson, Names, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnJson, Names, RemovalPolicy, Stack, Token
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -259,7 +259,13 @@ class InferenceOperator(Construct):
             assumed_by=irsa("KedaTrust", f"{ns}:{addon_facts.INFERENCE_KEDA_SERVICE_ACCOUNT}", like=False),
             description="HyperPod inference: KEDA operator (reads metrics)",
             inline_policies={"Keda": iam.PolicyDocument(statements=[
-                iam.PolicyStatement(actions=KEDA_ACTIONS, resources=["*"])])},
+                iam.PolicyStatement(actions=[a for a in KEDA_ACTIONS if a.startswith("cloudwatch:")],
+                                    resources=["*"]),
+                # Narrower than AWS's module (Resource "*"): the Prometheus queries act on a workspace, so only
+                # this account's workspaces in this region.
+                iam.PolicyStatement(actions=[a for a in KEDA_ACTIONS if a.startswith("aps:")],
+                                    resources=[Stack.of(self).format_arn(service="aps", resource="workspace",
+                                                                         resource_name="*")])])},
         )
         self._acknowledge()
 
@@ -303,6 +309,13 @@ class InferenceOperator(Construct):
         acknowledge(self.keda_role, "AwsSolutions-IAM5[Resource::*]",
                     "CloudWatch GetMetricData/ListMetrics take no resource; AWS's module grants these read-only "
                     "metric actions on *")
+        stack = Stack.of(self)
+        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+        partition = "<AWS::Partition>" if Token.is_unresolved(stack.partition) else stack.partition
+        acknowledge(self.keda_role,
+                    f"AwsSolutions-IAM5[Resource::arn:{partition}:aps:{region}:<AWS::AccountId>:workspace/*]",
+                    "KEDA queries whichever Amazon Managed Prometheus workspace a scaler names, in this account and "
+                    "region only (AWS's module grants the same read actions on *)")
         for finding in _lb_controller_findings():
             acknowledge(self.lb_controller_role, f"AwsSolutions-IAM5[{finding}]",
                         "AWS's policy for the load balancer controller, statement by statement: the load balancers, "

@@ -119,8 +119,10 @@ def test_lb_controller_and_keda_roles_grant_awss_statements(all_features_synth):
     subjects = _trust_subjects(keda, _resources(all_features_synth))
     assert "hyperpod-inference-system:keda-operator" in json.dumps(subjects)
     (policy,) = keda["Properties"]["Policies"]
-    (statement,) = policy["PolicyDocument"]["Statement"]
-    assert sorted(statement["Action"]) == sorted(KEDA_ACTIONS) and statement["Resource"] == "*"
+    metrics, prometheus = policy["PolicyDocument"]["Statement"]
+    assert sorted(metrics["Action"] + prometheus["Action"]) == sorted(KEDA_ACTIONS)
+    assert metrics["Resource"] == "*" and all(a.startswith("cloudwatch:") for a in metrics["Action"])
+    assert ":workspace/*" in json.dumps(prometheus["Resource"])  # narrower than AWS's "*"
 
 
 def test_tls_bucket_has_the_lifecycle_buckets_protections(all_features_synth):
