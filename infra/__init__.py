@@ -72,6 +72,7 @@ _EXPORTS: dict[str, str] = {
     "HyperPodTaskGovernance": "infra.constructs.task_governance",
     "TrainingOperator": "infra.constructs.addons",
     "S3CsiDriver": "infra.constructs.addons",
+    "InferenceOperator": "infra.constructs.addons",
     # checks
     "HyperPodChecks": "infra.guards.nag_pack",
     "guard_replacement": "infra.guards.replacement",

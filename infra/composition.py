@@ -22,7 +22,7 @@ from constructs import Construct, IConstruct
 
 from infra.config import AppConfig, eks_cluster_name, require_network
 from infra.constructs.addon import workload_check
-from infra.constructs.addons import S3CsiDriver, TrainingOperator
+from infra.constructs.addons import InferenceOperator, S3CsiDriver, TrainingOperator
 from infra.constructs.common import data_removal_policy, retention
 from infra.constructs.eks import EksControlPlane
 from infra.constructs.helm_release import ChartSource, HelmInstaller, HelmRelease
@@ -132,6 +132,7 @@ class HyperPodParts:
     task_governance: HyperPodTaskGovernance | None = None
     training_operator: TrainingOperator | None = None
     s3_csi_driver: S3CsiDriver | None = None
+    inference_operator: InferenceOperator | None = None
     nodes_ready: Readiness | None = None
     scopes: list[Construct] = field(default_factory=list)
     logs_keys: list[LogsKey] = field(default_factory=list)
@@ -189,6 +190,11 @@ def compose(
         if addon is not None:
             after_nodes(addon)
     _order_addons(control_plane, task_governance, training_operator, s3_csi_driver)
+    inference_operator = _add_inference_operator(placement.hyperpod, config, eks_cluster, hyperpod_cluster,
+                                                 installer if nodes_ready else None, core.lifecycle,
+                                                 training_operator, s3_csi_driver, removal)
+    if inference_operator is not None:
+        after_nodes(inference_operator)
 
     scopes = placement.scopes()
     logs_keys = _apply_cross_cutting(config, scopes, removal)
@@ -199,6 +205,7 @@ def compose(
         observability=observability, storage=storage, volume_key=core.volume_key, task_governance=task_governance,
         training_operator=training_operator, s3_csi_driver=s3_csi_driver, nodes_ready=nodes_ready, scopes=scopes,
         logs_keys=logs_keys,
+        inference_operator=inference_operator,
     )
 
 
@@ -443,6 +450,34 @@ def _add_addons(
         s3_csi_driver = S3CsiDriver(scope, "S3CsiDriver", eks_cluster=eks_cluster,
                                     bucket_arns=addons_config.s3_csi.bucket_arns)
     return task_governance, training_operator, s3_csi_driver
+
+
+def _add_inference_operator(
+    scope: Construct, config: AppConfig, eks_cluster: eks.ICluster, hyperpod_cluster: HyperPodCluster,
+    readiness_installer: HelmInstaller | None, lifecycle: LifecycleScripts, training_operator: TrainingOperator | None,
+    s3_csi_driver: S3CsiDriver | None, removal: RemovalPolicy,
+) -> InferenceOperator | None:
+    """The inference operator, sharing the training operator's cert-manager and the one S3 CSI driver (the config
+    refuses the operator without ``addons.s3_csi``). Its IAM OIDC provider takes the EKS cluster's issuer URL, a
+    reference to the EKS stack (docs/safety.md says what switching it off then takes)."""
+    inference = config.addons.inference_operator
+    if not inference.enabled:
+        return None
+    assert s3_csi_driver is not None  # AddonsConfig refuses the operator without the driver
+    cert_manager = None
+    if training_operator is not None:
+        cert_manager = training_operator.cert_manager_ready or (
+            training_operator.cert_manager.addon if training_operator.cert_manager is not None else None)
+    if not isinstance(eks_cluster, eks.Cluster):
+        raise ConfigError("addons.inference_operator.enabled", True,
+                          "needs the OIDC issuer of an EKS cluster created here; with an existing eks_cluster, build "
+                          "InferenceOperator yourself and pass its oidc_provider")
+    return InferenceOperator(
+        scope, "InferenceOperator", eks_cluster=eks_cluster, hyperpod_cluster_arn=hyperpod_cluster.hyperpod_cluster_arn,
+        oidc_issuer_url=eks_cluster.cluster_open_id_connect_issuer_url, access_logs=lifecycle.access_log_bucket,
+        removal_policy=removal, cert_manager=cert_manager, readiness_installer=readiness_installer,
+        after=[s3_csi_driver.addon], metrics_server=inference.metrics_server, addon_version=inference.addon_version,
+    )
 
 
 def _order_addons(control_plane: EksControlPlane | None, task_governance: HyperPodTaskGovernance | None,

@@ -22,6 +22,8 @@ from infra.facts import addons
 TRAINING_OPERATOR_ADDON = addons.TRAINING_OPERATOR.name
 CERT_MANAGER_ADDON = addons.CERT_MANAGER.name
 S3_CSI_ADDON = addons.S3_CSI.name
+INFERENCE_OPERATOR_ADDON = addons.INFERENCE_OPERATOR.name
+METRICS_SERVER_ADDON = addons.METRICS_SERVER.name
 
 # A general purpose bucket's ARN: Mountpoint's IAM example grants s3:ListBucket on exactly this form
 # (awslabs/mountpoint-s3@58817cab2fc3020a422d8aa14049a86b296f4498:doc/CONFIGURATION.md, "IAM permissions").
@@ -178,6 +180,18 @@ class S3CsiConfig(StrictModel):
         return self
 
 
+class InferenceOperatorConfig(StrictModel):
+    """The HyperPod inference operator (EKS add-on amazon-sagemaker-hyperpod-inference): its IAM roles, its TLS
+    certificate bucket, and the add-ons it needs (cert-manager, shared with the training operator; the S3 CSI
+    driver of ``addons.s3_csi``; metrics-server)."""
+
+    enabled: bool = False
+    # None lets EKS pick its default build for the cluster's Kubernetes version.
+    addon_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")] | None = None
+    # AWS's module: enable_metrics_server, "optional for HPIO" (off: the cluster already runs metrics-server).
+    metrics_server: bool = True
+
+
 # "The training operator works only with version v1.3.0-eksbuild.1 or higher" of task governance
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-eks-operator-troubleshooting.html).
 MIN_GOVERNANCE_VERSION_WITH_TRAINING_OPERATOR = (1, 3, 0)
@@ -187,6 +201,17 @@ class AddonsConfig(StrictModel):
     training_operator: TrainingOperatorConfig = TrainingOperatorConfig()
     task_governance: TaskGovernanceConfig = TaskGovernanceConfig()
     s3_csi: S3CsiConfig = S3CsiConfig()
+    inference_operator: InferenceOperatorConfig = InferenceOperatorConfig()
+
+    @model_validator(mode="after")
+    def _inference_needs_s3_csi(self) -> AddonsConfig:
+        # AWS's module installs the S3 CSI add-on with the operator, "required for HPIO" (awslabs/awsome-distributed-
+        # training@0edaf15:.../modules/hyperpod_inference_operator/variables.tf), on a role reading every bucket;
+        # here the one driver of addons.s3_csi is shared, reaching only its listed buckets.
+        if self.inference_operator.enabled and not self.s3_csi.enabled:
+            raise refusal("inference_operator.enabled", True,
+                          "the inference operator needs the S3 CSI driver: turn on addons.s3_csi and list its buckets")
+        return self
 
     @model_validator(mode="after")
     def _governance_recent_enough_for_the_operator(self) -> AddonsConfig:
@@ -207,4 +232,10 @@ class AddonsConfig(StrictModel):
             names.append(S3_CSI_ADDON)
         if self.task_governance.enabled:
             names.append(TASK_GOVERNANCE_ADDON)
+        if self.inference_operator.enabled:
+            if not self.training_operator.enabled:
+                names.append(CERT_MANAGER_ADDON)
+            names.append(INFERENCE_OPERATOR_ADDON)
+            if self.inference_operator.metrics_server:
+                names.append(METRICS_SERVER_ADDON)
         return names

@@ -18,6 +18,7 @@ from infra.config.pod_slots import require_pod_slots
 from infra.config.storage import StorageConfig
 from infra.config_file import read_config_document
 from infra.errors import ConfigError
+from infra.facts.addons import INFERENCE_OPERATOR_REGIONS
 from infra.facts.aws_lists import partition_of, sagemaker_regions
 from infra.facts.ip_plan import ips_per_node, subnet_capacity
 
@@ -156,9 +157,30 @@ class AppConfig(StrictModel):
         # aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea:helm_chart/HyperPodHelmChart).
         # Two installs would fight over the same CRDs and webhook.
         chart_values = self.hyperpod.dependencies_chart.values.get("cert-manager")
-        if self.addons.training_operator.enabled and isinstance(chart_values, dict) and chart_values.get("enabled"):
+        operator = "addons.training_operator" if self.addons.training_operator.enabled else \
+            "addons.inference_operator" if self.addons.inference_operator.enabled else None
+        if operator and isinstance(chart_values, dict) and chart_values.get("enabled"):
             raise refusal("hyperpod.dependencies_chart.values.cert-manager.enabled", True,
-                          "addons.training_operator installs cert-manager as an EKS add-on; leave it off in the chart")
+                          f"{operator} installs cert-manager as an EKS add-on; leave it off in the chart")
+        return self
+
+    @model_validator(mode="after")
+    def _one_inference_operator(self) -> AppConfig:
+        # The dependencies chart carries the operator as its subchart hyperpod-inference-operator, on with
+        # inferenceOperators.enabled (false in its values.yaml; aws/sagemaker-hyperpod-cli@
+        # a00b22d17ea928a6e39a43bd2efdafe01b1005ea:helm_chart/HyperPodHelmChart/Chart.yaml and values.yaml). The add-on
+        # replaces it: AWS's migration removes the Helm release before it creates the add-on
+        # (charts/inference-operator/migration/helm_to_addon.sh).
+        if not self.addons.inference_operator.enabled:
+            return self
+        chart_values = self.hyperpod.dependencies_chart.values.get("inferenceOperators")
+        if isinstance(chart_values, dict) and chart_values.get("enabled"):
+            raise refusal("hyperpod.dependencies_chart.values.inferenceOperators.enabled", True,
+                          "addons.inference_operator installs the operator as an EKS add-on; leave it off in the chart")
+        if self.region not in INFERENCE_OPERATOR_REGIONS:
+            raise refusal("addons.inference_operator.enabled", True,
+                          f"the operator's images are not published in {self.region} (has: "
+                          f"{', '.join(sorted(INFERENCE_OPERATOR_REGIONS))})")
         return self
 
     def _own_region_arn(self, key: str, arn: str) -> None:

@@ -196,8 +196,45 @@ HYPERPOD_OBSERVABILITY = AddonFacts(
     f"{_TF}/observability/eks_addon.tf",
 )
 
+# The HyperPod inference operator: ${_TF}/hyperpod_inference_operator/main.tf (aws_eks_addon.inference_operator). Its
+# roles are IAM roles for service accounts (OIDC web identity, iam_roles.tf there), not Pod Identity: the add-on's
+# configuration takes their ARNs (executionRoleArn, jumpstartGatedModelDownloadRoleArn, alb.serviceAccount.roleArn,
+# keda.auth.aws.irsa.roleArn, main.tf lines 59-84). AWS's module installs it after the S3 CSI add-on (depends_on) and
+# after cert-manager (hyperpod_cluster/cert_manager.tf: "required for HPTO and HPIO"). No wait on its workloads is
+# read in a source: nothing of this product depends on them, so none is declared.
+INFERENCE_OPERATOR = AddonFacts("amazon-sagemaker-hyperpod-inference", None,
+                                f"{_TF}/hyperpod_inference_operator/main.tf")
+# metrics-server, "optional for HPIO" (${_TF}/hyperpod_inference_operator/variables.tf, enable_metrics_server), which
+# the Helm-to-add-on migration installs as an EKS add-on after the operator (aws/sagemaker-hyperpod-cli@
+# a00b22d17ea928a6e39a43bd2efdafe01b1005ea:helm_chart/HyperPodHelmChart/charts/inference-operator/migration/
+# helm_to_addon.sh lines 1090-1097). A Deployment, no pod per node.
+METRICS_SERVER = AddonFacts("metrics-server", None, f"{_TF}/hyperpod_inference_operator/main.tf")
+
+# The inference operator's service accounts, to which its IRSA roles are trusted (${_TF}/hyperpod_inference_operator/
+# iam_roles.tf): the controller, KEDA's operator and the load balancer controller in hyperpod-inference-system, and
+# the model pods' service accounts (any namespace, name starting hyperpod-inference-service-account) for gated
+# JumpStart models.
+INFERENCE_NAMESPACE = "hyperpod-inference-system"
+INFERENCE_CONTROLLER_SERVICE_ACCOUNT = "hyperpod-inference-controller-manager"
+INFERENCE_KEDA_SERVICE_ACCOUNT = "keda-operator"
+INFERENCE_LB_CONTROLLER_SERVICE_ACCOUNT = "aws-load-balancer-controller"
+INFERENCE_MODEL_SERVICE_ACCOUNT_PREFIX = "hyperpod-inference-service-account"
+# Deployed as an add-on, the operator refuses an execution role whose name does not start with this ("executionRoleArn
+# must have a role name with prefix 'SageMakerHyperPodInference'", aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2
+# efdafe01b1005ea:helm_chart/HyperPodHelmChart/charts/inference-operator/templates/_validateRequiredValues.tpl, when
+# isAddOn): the managed policy's restrictions key on it.
+INFERENCE_EXECUTION_ROLE_PREFIX = "SageMakerHyperPodInference"
+# The regions the operator's images are published in: the keys of image.repositoryDomainMap in the same chart's
+# values.yaml (lines 10-26); the chart fails "Unsupported AWS Region" elsewhere. The add-on's own region list is not in
+# a source read here (unverified that it is the same).
+INFERENCE_OPERATOR_REGIONS = frozenset({
+    "us-east-2", "eu-north-1", "eu-central-1", "us-west-2", "us-east-1", "eu-west-2", "ap-northeast-1",
+    "ap-southeast-2", "ap-south-1", "eu-west-1", "sa-east-1", "us-west-1", "ap-southeast-1", "ap-southeast-4",
+    "ap-southeast-3", "eu-south-2",
+})
+
 ALL = (*CORE, CERT_MANAGER, TRAINING_OPERATOR, S3_CSI, FSX_CSI, TASK_GOVERNANCE, CONTAINER_INSIGHTS,
-       HYPERPOD_OBSERVABILITY)
+       HYPERPOD_OBSERVABILITY, INFERENCE_OPERATOR, METRICS_SERVER)
 
 # The dependencies chart's DaemonSets (aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea, the pinned
 # chart, helm_chart/HyperPodHelmChart): each with the chart value that turns it on (all on in its values.yaml) and

@@ -94,6 +94,10 @@ ADDONS: tuple[TaintChoice, ...] = (
                 "not in AWS's HyperPod module (unverified)"),
     TaintChoice("amazon-sagemaker-hyperpod-observability", "EKS add-on", "add-on default",
                 f"{_TF}/observability/eks_addon.tf lines 7-72 (its configuration sets no tolerations)"),
+    TaintChoice("amazon-sagemaker-hyperpod-inference", "EKS add-on", "add-on default",
+                f"{_TF}/hyperpod_inference_operator/main.tf lines 53-84 (its configuration sets no tolerations)"),
+    TaintChoice("metrics-server", "EKS add-on", "every taint",
+                f"{_TF}/hyperpod_inference_operator/main.tf lines 39-51"),
 )
 
 

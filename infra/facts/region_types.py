@@ -49,6 +49,8 @@ FEATURE_RESOURCE_TYPES: dict[str, tuple[str, ...]] = {
                                    "AWS::StepFunctions::StateMachine"),
     "addons.training_operator.enabled": ("AWS::EKS::PodIdentityAssociation", "AWS::StepFunctions::StateMachine"),
     "addons.s3_csi.enabled": ("AWS::EKS::PodIdentityAssociation", "AWS::StepFunctions::StateMachine"),
+    "addons.inference_operator.enabled": ("AWS::EKS::PodIdentityAssociation", "AWS::IAM::OIDCProvider",
+                                          "AWS::StepFunctions::StateMachine"),
     "addons.task_governance.enabled": ("AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota",
                                        "AWS::StepFunctions::StateMachine"),
 }

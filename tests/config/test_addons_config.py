@@ -72,3 +72,34 @@ def test_task_governance_from_v1_3_0_goes_with_the_operator():
     # Without the operator an older version is the user's choice.
     data = mutate({"addons": {"task_governance": {"enabled": True, "addon_version": "v1.2.0-eksbuild.1"}}})
     assert parse_config(data).addons.task_governance.addon_version == "v1.2.0-eksbuild.1"
+
+
+_S3 = {"enabled": True, "bucket_arns": ["arn:aws:s3:::models"]}
+
+
+@pytest.mark.parametrize(("changes", "key", "words"), [
+    ({"addons": {"inference_operator": {"enabled": True}}},
+     "addons.inference_operator.enabled", "needs the S3 CSI driver"),
+    ({"addons": {"inference_operator": {"enabled": True}, "s3_csi": _S3},
+      "hyperpod": {"dependencies_chart": {"values": {"inferenceOperators": {"enabled": True}}}}},
+     "hyperpod.dependencies_chart.values.inferenceOperators.enabled", "leave it off in the chart"),
+    ({"addons": {"inference_operator": {"enabled": True}, "s3_csi": _S3},
+      "hyperpod": {"dependencies_chart": {"values": {"cert-manager": {"enabled": True}}}}},
+     "hyperpod.dependencies_chart.values.cert-manager.enabled", "addons.inference_operator installs cert-manager"),
+    ({"addons": {"inference_operator": {"enabled": True}, "s3_csi": _S3}, "region": "ca-central-1"},
+     "addons.inference_operator.enabled", "not published in ca-central-1"),
+    ({"addons": {"inference_operator": {"enabled": True, "addon_version": "1.0"}, "s3_csi": _S3}},
+     "addons.inference_operator.addon_version", ""),
+])
+def test_inference_operator_mistakes_are_refused_naming_the_key(changes, key, words):
+    test_addon_mistakes_are_refused_naming_the_key(changes, key, words)
+
+
+def test_inference_operator_is_off_by_default_and_installs_cert_manager_once():
+    assert parse_config(default_config_data()).addons.inference_operator.enabled is False
+    alone = parse_config(mutate({"addons": {"inference_operator": {"enabled": True}, "s3_csi": _S3}})).addons
+    assert alone.eks_addons().count("cert-manager") == 1
+    both = parse_config(mutate({"addons": {"inference_operator": {"enabled": True}, "s3_csi": _S3,
+                                           "training_operator": {"enabled": True}}})).addons
+    assert both.eks_addons().count("cert-manager") == 1
+    assert "amazon-sagemaker-hyperpod-inference" in both.eks_addons()

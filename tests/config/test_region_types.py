@@ -36,6 +36,8 @@ FEATURES: dict[str, dict[str, Any]] = {
     "addons.training_operator.enabled": {"addons": {"training_operator": {"enabled": True}}},
     "addons.s3_csi.enabled": {"addons": {"s3_csi": {"enabled": True,
                                                     "bucket_arns": ["arn:aws:s3:::example-datasets"]}}},
+    "addons.inference_operator.enabled": {"addons": {"inference_operator": {"enabled": True}, "s3_csi": {
+        "enabled": True, "bucket_arns": ["arn:aws:s3:::example-models"]}}},
     "addons.task_governance.enabled": {"addons": {"task_governance": {
         "enabled": True, "teams": [{"name": "a", "quota": {"instance_type": "ml.g5.8xlarge", "count": 1}}]}}},
     "hyperpod.autoscaling.enabled": {"hyperpod": {"autoscaling": {"enabled": True, "instance_groups": ["burst"]}}},

@@ -45,6 +45,7 @@ PAGES: dict[str, str] = {
     "HyperPodTaskGovernance": "task-governance.md",
     "TrainingOperator": "cluster-addons.md",
     "S3CsiDriver": "cluster-addons.md",
+    "InferenceOperator": "cluster-addons.md",
     "HyperPodChecks": "hyperpod-checks.md",
 }
 NOT_CONSTRUCTS = {"infra.config", "infra.errors"}

@@ -51,6 +51,17 @@ ALLOWED: dict[tuple[str, str], str] = {
         "The logs key's CloudWatch Logs statement uses ArnLike on kms:EncryptionContext:aws:logs:arn, as AWS's "
         "CloudWatch Logs encryption page writes it (infra/constructs/logs_key.py); parliament types every "
         "encryption-context key as a string.",
+    ("RESOURCE_STAR", "InferenceOperatorLoadBalancerControllerRoleB25F872A"):
+        "AWS's policy for the inference operator's load balancer controller, statement by statement "
+        "(awslabs/awsome-distributed-training@0edaf15: modules/hyperpod_inference_operator/iam_roles.tf): it "
+        "creates security groups, load balancers and target groups that do not exist before the call; the writes "
+        "on them are conditioned on the elbv2.k8s.aws/cluster tag.",
+    ("UNKNOWN_ACTION", "InferenceOperatorLoadBalancerControllerRoleB25F872A"):
+        "Actions of AWS's load balancer controller policy newer than parliament's action list (e.g. "
+        "elasticloadbalancing:ModifyIpPools), as AWS's module writes them (iam_roles.tf lines 134-381).",
+    ("UNKNOWN_CONDITION_FOR_ACTION", "InferenceOperatorLoadBalancerControllerRoleB25F872A"):
+        "AWS's load balancer controller policy conditions AddTags on elasticloadbalancing:CreateAction, a key "
+        "newer than parliament's list, as AWS's module writes it (iam_roles.tf lines 338-357).",
     ("RESOURCE_STAR", "ObservabilityGrafanaWorkspacePolicy9801C29F"):
         "Grafana's CloudWatch data source reads alarms, insight rules and Logs Insights queries across the "
         "account; these read actions take no narrower resource in practice, as in AmazonGrafanaCloudWatchAccess.",

@@ -45,6 +45,44 @@ def check_lifecycle_dir(directory: Path, on_create: str, *, allow_paths_outside_
     return script
 
 
+def protected_bucket(scope: Construct, construct_id: str, *, access_logs: s3.IBucket, access_logs_prefix: str,
+                     removal_policy: RemovalPolicy, bucket_name: str | None = None, object_lock: bool = False,
+                     event_notifications: bool = False) -> s3.Bucket:
+    """A bucket with this product's protections (the lifecycle bucket's, and any other bucket that holds what the
+    cluster reads): SSE-KMS under the account's AWS managed key for S3 with a Bucket Key, public access blocked, TLS
+    only, versioned with noncurrent versions expiring (``_noncurrent_versions_rule``), server access logs to
+    ``access_logs`` under ``access_logs_prefix``; its objects deleted with it when ``removal_policy`` is DESTROY.
+    ``object_lock`` turns S3 Object Lock on (no default retention), ``event_notifications`` sends its events to
+    Amazon EventBridge (both for ``compliance: control_tower``)."""
+    bucket = s3.Bucket(
+        scope,
+        construct_id,
+        bucket_name=bucket_name,
+        # The AWS managed key: SSEAlgorithm aws:kms without a key ID (aws-cdk-lib BucketEncryption.KMS_MANAGED).
+        encryption=s3.BucketEncryption.KMS_MANAGED,
+        bucket_key_enabled=True,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        versioned=True,
+        object_lock_enabled=object_lock or None,
+        lifecycle_rules=[_noncurrent_versions_rule()],
+        server_access_logs_bucket=access_logs,
+        server_access_logs_prefix=access_logs_prefix,
+        removal_policy=removal_policy,
+        auto_delete_objects=removal_policy == RemovalPolicy.DESTROY,
+    )
+    if event_notifications:
+        send_events_to_eventbridge(bucket)
+    return bucket
+
+
+def send_events_to_eventbridge(bucket: s3.Bucket) -> None:
+    """CloudFormation's own property, not aws-cdk-lib's event_bridge_enabled (which adds a notifications function
+    outside the VPC)."""
+    cfn_bucket: s3.CfnBucket = bucket.node.default_child  # type: ignore[assignment]
+    cfn_bucket.add_property_override("NotificationConfiguration.EventBridgeConfiguration.EventBridgeEnabled", True)
+
+
 def lifecycle_bucket_name(hyperpod_cluster_name: str) -> str:
     """``sagemaker-<cluster>-<stack>-<account>-<region>``: ``<stack>`` is the first block of the stack's UUID.
 
@@ -137,30 +175,12 @@ class LifecycleScripts(Construct):
                 self.access_log_bucket, "AwsSolutions-S1",
                 "This bucket receives the lifecycle bucket's server access logs; logging it to itself would loop.",
             )
-            bucket = s3.Bucket(
-                self,
-                "Bucket",
-                bucket_name=lifecycle_bucket_name(hyperpod_cluster_name),
-                # The AWS managed key: SSEAlgorithm aws:kms without a key ID (aws-cdk-lib BucketEncryption.KMS_MANAGED).
-                encryption=s3.BucketEncryption.KMS_MANAGED,
-                bucket_key_enabled=True,
-                block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-                enforce_ssl=True,
-                versioned=True,
-                object_lock_enabled=object_lock or None,
-                lifecycle_rules=[_noncurrent_versions_rule()],
-                server_access_logs_bucket=self.access_log_bucket,
-                server_access_logs_prefix="lifecycle-bucket/",
-                removal_policy=removal_policy,
-                auto_delete_objects=disposable,
-            )
+            bucket = protected_bucket(self, "Bucket", bucket_name=lifecycle_bucket_name(hyperpod_cluster_name),
+                                      access_logs=self.access_log_bucket, access_logs_prefix="lifecycle-bucket/",
+                                      removal_policy=removal_policy, object_lock=object_lock,
+                                      event_notifications=event_notifications)
             if event_notifications:
-                for created in (bucket, self.access_log_bucket):
-                    # CloudFormation's own property, not aws-cdk-lib's event_bridge_enabled (which adds a
-                    # notifications function outside the VPC).
-                    cfn_bucket: s3.CfnBucket = created.node.default_child  # type: ignore[assignment]
-                    cfn_bucket.add_property_override(
-                        "NotificationConfiguration.EventBridgeConfiguration.EventBridgeEnabled", True)
+                send_events_to_eventbridge(self.access_log_bucket)
         self.bucket = bucket
         # The upload function logs to a group of ours, created before it, with the stacks' retention and
         # removal policy. Without it, Lambda creates /aws/lambda/<function> on the first upload, and the
