@@ -187,7 +187,7 @@ class InferenceOperatorConfig(StrictModel):
 
     enabled: bool = False
     # None lets EKS pick its default build for the cluster's Kubernetes version.
-    addon_version: Annotated[str, Field(pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")] | None = None
+    addon_version: Annotated[str, Field(pattern=r"^v[0-9]+\.[0-9]+\.[0-9]+-eksbuild\.[0-9]+$")] | None = None
     # AWS's module: enable_metrics_server, "optional for HPIO" (off: the cluster already runs metrics-server).
     metrics_server: bool = True
 
