@@ -14,7 +14,7 @@ NODE_ENV_PATH = PATH=$(NODE_HOME)/bin:$$PATH
 NPM = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js
 CDK = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npx-cli.js --no-install cdk
 
-.PHONY: install synth test lint bench diagram bootstrap diff deploy destroy clean vendor-chart
+.PHONY: install synth pipeline test lint bench diagram bootstrap diff deploy destroy clean vendor-chart
 
 install: $(STAMP)
 
@@ -31,11 +31,23 @@ $(STAMP): $(PY_STAMP) package.json package-lock.json
 synth: $(STAMP)
 	$(CDK) synth --quiet -c config=$(CONFIG)
 
+# A fleet's delivery pipeline (docs/fleet.md): `make pipeline FLEET=config/fleet.example.yaml`. The pipeline's
+# cloud assembly goes to its own directory; the pipeline's synth step runs this same target.
+FLEET ?=
+PIPELINE_OUT := cdk.out.pipeline
+pipeline: $(STAMP)
+	@test -n '$(FLEET)' || { echo 'error: fleet: pass the fleet file: make pipeline FLEET=path' >&2; exit 2; }
+	$(CDK) synth --quiet --app '$(PY) pipeline_app.py' -c fleet=$(FLEET) -o $(PIPELINE_OUT)
+
 # Once per account and region, with credentials: `make bootstrap [ACCOUNT=123456789012] [REGION=us-west-2]`.
 # The account defaults to the config's, else the credentials'; the region to the config's.
+# A fleet's target environment trusts the pipeline's account: `make bootstrap CONFIG=... TRUST=111111111111
+# EXECUTION_POLICIES=arn:aws:iam::aws:policy/AdministratorAccess` (the CDK CLI requires execution policies with --trust).
 bootstrap: $(STAMP)
 	target=$$($(PY) scripts/bootstrap_target.py --config $(CONFIG) --account '$(ACCOUNT)' --region '$(REGION)') \
-		&& $(CDK) bootstrap "$$target"
+		&& trust=$$($(PY) scripts/bootstrap_target.py --trust-options --trust '$(TRUST)' \
+			--execution-policies '$(EXECUTION_POLICIES)') \
+		&& $(CDK) bootstrap "$$target" $$trust
 
 diff: $(STAMP)
 	$(CDK) diff -c config=$(CONFIG)
@@ -100,4 +112,4 @@ vendor-chart: $(STAMP)
 	$(PY) scripts/vendor_chart.py --config $(CONFIG)
 
 clean:
-	rm -rf cdk.out $(ALL_FEATURES_OUT) .pytest_cache .cache
+	rm -rf cdk.out $(ALL_FEATURES_OUT) $(PIPELINE_OUT) .pytest_cache .cache
