@@ -22,7 +22,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from aws_cdk import Environment, Stack, Stage
+from aws_cdk import App, CfnResource, Environment, Names, Stack, Stage
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_codecommit as codecommit
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -54,18 +55,58 @@ def approvals(config: AppConfig) -> list[str]:
     if hyperpod.allow_cluster_replacement:
         needed.append("hyperpod.allow_cluster_replacement: a replacement of the HyperPod cluster (a new cluster, "
                       "every node terminated) is accepted")
+    # The per-resource replacement acknowledgements (a top-level acknowledge_replacement list of resource and field,
+    # developed beside this module): read by name so that this module reads them once both are merged.
+    for acknowledgement in getattr(config, "acknowledge_replacement", None) or []:
+        needed.append(f"acknowledge_replacement {acknowledgement.resource} {acknowledgement.field}: the resource is "
+                      "replaced" + (" and its data deleted" if getattr(acknowledgement, "deletes_data", False) else ""))
     if hyperpod.autoscaling.acknowledge_disable:
         needed.append("hyperpod.autoscaling.acknowledge_disable: autoscaling is turned off")
     return needed
 
 
 class ClusterStage(Stage):
-    """One cluster of the fleet: the app's stacks, built by the app's own builder."""
+    """One cluster of the fleet: the app's stacks, built by the app's own builder, with the app's logical IDs."""
 
     def __init__(self, scope: Construct, stage: FleetStage) -> None:
         super().__init__(scope, stage.cluster.name,
                          env=Environment(account=stage.cluster.account, region=stage.cluster.region))
         self.app = build_app(self, stage.config, nag=False)
+        _keep_the_apps_rule_ids(self)
+
+
+# aws-cdk-lib names the rule of a security group that admits another group (here the EFA group admitting itself)
+# after the peer's unique ID, ``from <unique ID>:<ports>`` (aws-ec2 SecurityGroup.addIngressRule), and a unique ID
+# covers the whole construct path, the stage's name included. In a stage those rules would get logical IDs the
+# app's `cdk deploy` never gave them, and CloudFormation would create each rule anew beside the deployed one
+# (refused: the rule exists) when a cluster deployed from a laptop moves into the pipeline or a stage is renamed.
+_PEER_RULE = re.compile(r"^(from|to) (?P<peer>[A-Za-z0-9]+):(?P<rest>.*)$")
+
+
+def _keep_the_apps_rule_ids(stage: Stage) -> None:
+    """Give each such rule the logical ID the app gives it: the same path without the stage, in a mirror app that
+    is never synthesized (unique and logical IDs depend only on the construct path)."""
+    groups = {Names.unique_id(c): c for c in stage.node.find_all() if isinstance(c, ec2.SecurityGroup)}
+    mirror = App()
+
+    def mirrored(construct: IConstruct) -> Construct:
+        node: Construct = mirror
+        for scope in construct.node.scopes[2:]:  # below the App and the stage: the stack, then the constructs
+            existing = node.node.try_find_child(scope.node.id)
+            node = existing if isinstance(existing, Construct) else (
+                Stack(node, scope.node.id) if isinstance(scope, Stack) else Construct(node, scope.node.id))
+        return node
+
+    for rule in stage.node.find_all():
+        if not isinstance(rule, ec2.CfnSecurityGroupIngress | ec2.CfnSecurityGroupEgress):
+            continue
+        match = _PEER_RULE.match(rule.node.id)
+        if match is None or match["peer"] not in groups:
+            continue
+        peer = Names.unique_id(mirrored(groups[match["peer"]]))
+        twin = CfnResource(mirrored(rule.node.scope), f"{match[1]} {peer}:{match['rest']}",  # type: ignore[arg-type]
+                           type=rule.cfn_resource_type)
+        rule.override_logical_id(Stack.of(twin).get_logical_id(twin))
 
 
 @dataclass(frozen=True)
@@ -116,6 +157,7 @@ def _target_step(step_id: str, stage: FleetStage, source: pipelines.CodePipeline
 # The wildcards of the policies aws-cdk-lib's CodePipeline writes for its own roles (none is configurable there):
 # each finding that matches one of these is acknowledged on its own policy with the reason; any other wildcard,
 # one a later aws-cdk-lib adds or one of ours, is not, and fails the synth.
+_ARN = r"Resource::arn:(<AWS::Partition>|aws[a-z-]*)"  # the partition as a token, or literal (a feature flag of cdk.json)
 _CDK_WILDCARDS = (
     (r"Action::s3:(GetObject|GetBucket|List|DeleteObject|Abort|PutObject)\*",
      "aws-cdk-lib's bucket grant (grantRead/grantReadWrite) on the pipeline's artifact or replication bucket only"),
@@ -123,15 +165,15 @@ _CDK_WILDCARDS = (
      "aws-cdk-lib's key grant for the artifact buckets' encryption (cross_account_keys)"),
     (r"Resource::<PipelineArtifactsBucket[A-Z0-9]+\.Arn>/\*", "the objects of the pipeline's own artifact bucket"),
     # The replication bucket's physical name is <pipeline stack>-support-<region and hash> (aws-cdk-lib names it).
-    (r"Resource::arn:<AWS::Partition>:s3:::[a-z0-9-]+-support-[a-z0-9]+/\*",
+    (_ARN + r":s3:::[a-z0-9-]+-support-[a-z0-9]+/\*",
      "the objects of the cross-region support stack's replication bucket (artifacts for a stage in another region)"),
-    (r"Resource::arn:<AWS::Partition>:logs:[a-z0-9-]+:\d{12}:log-group:/aws/codebuild/<[A-Za-z0-9]+>:\*",
+    (_ARN + r":logs:[a-z0-9-]+:\d{12}:log-group:/aws/codebuild/<[A-Za-z0-9]+>:\*",
      "the log streams of this CodeBuild project's own log group"),
-    (r"Resource::arn:<AWS::Partition>:codebuild:[a-z0-9-]+:\d{12}:report-group/<[A-Za-z0-9]+>-\*",
+    (_ARN + r":codebuild:[a-z0-9-]+:\d{12}:report-group/<[A-Za-z0-9]+>-\*",
      "the test report groups of this CodeBuild project only"),
-    (r"Resource::arn:<AWS::Partition>:logs:[a-z0-9-]+:\d{12}:log-group:/aws/codebuild/\*",
+    (_ARN + r":logs:[a-z0-9-]+:\d{12}:log-group:/aws/codebuild/\*",
      "the log groups of the asset-publishing CodeBuild projects, which CDK Pipelines names at synth per asset"),
-    (r"Resource::arn:<AWS::Partition>:codebuild:[a-z0-9-]+:\d{12}:report-group/\*",
+    (_ARN + r":codebuild:[a-z0-9-]+:\d{12}:report-group/\*",
      "the report groups of the asset-publishing CodeBuild projects, which CDK Pipelines names at synth per asset"),
     (r"Resource::arn:\*:iam::\d{12}:role/\*",
      "only roles tagged aws-cdk:bootstrap-role deploy, file-publishing or image-publishing (the statement's "
@@ -162,7 +204,9 @@ def _wildcards(policy: iam.CfnPolicy) -> Iterator[str]:
                     yield f"{kind}::{text}"
 
 
-def _acknowledge_cdk_pipelines(stacks: list[Stack]) -> None:
+def _harden_cdk_pipelines(stacks: list[Stack]) -> None:
+    """Acknowledge the nag findings of what aws-cdk-lib's CodePipeline writes (each on its own resource), and
+    version its buckets."""
     for policy in _policies(stacks):
         for finding in sorted(set(_wildcards(policy))):
             reason = next((why for pattern, why in _CDK_WILDCARDS if re.fullmatch(pattern, finding)), None)
@@ -171,6 +215,8 @@ def _acknowledge_cdk_pipelines(stacks: list[Stack]) -> None:
     for stack in stacks:
         for child in stack.node.find_all():
             if isinstance(child, s3.CfnBucket):
+                # Versioned (checkov CKV_AWS_21): an artifact overwritten by a later run stays recoverable.
+                child.versioning_configuration = s3.CfnBucket.VersioningConfigurationProperty(status="Enabled")
                 acknowledge(child, "AwsSolutions-S1",
                             "holds only pipeline artifacts, written and read by the pipeline's own roles (the "
                             "bucket policy CDK Pipelines writes); CloudTrail records their API calls")
@@ -216,5 +262,5 @@ def build_pipeline(scope: Construct, fleet: Fleet, fleet_file: str) -> FleetPipe
         pipeline.add_stage(cluster_stage, pre=pre, post=[post])
         stages.append(cluster_stage)
     pipeline.build_pipeline()  # the CodePipeline, its roles and the support stacks exist from here
-    _acknowledge_cdk_pipelines([stack, *_support_stacks(scope)])
+    _harden_cdk_pipelines([stack, *_support_stacks(scope)])
     return FleetPipeline(stack=stack, pipeline=pipeline, stages=stages)
