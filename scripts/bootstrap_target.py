@@ -29,11 +29,13 @@ POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(aws|\d{12}):policy/[\w+=,.@/-]+$
 
 
 def trust_options(trust: str, execution_policies: str) -> list[str]:
-    """``--trust <account>`` for each account of ``trust`` (comma-separated) and ``--cloudformation-execution-policies``
-    for each policy ARN. The CDK CLI refuses ``--trust`` without execution policies (aws-cdk 2.1148.1 lib/index.js,
-    MissingExecutionPoliciesForTrust): the deploy role of a trusted account would otherwise get AdministratorAccess
-    by default; refused here first, with the make variable's name. ``--trust`` also lets the trusted account assume
-    the lookup role (bootstrap-template.yaml, LookupRole: TrustedAccounts), the read-only role of the pipeline's guard."""
+    """``--trust <account>`` for each account of ``trust`` (comma-separated), and
+    ``--cloudformation-execution-policies`` for each policy ARN.
+
+    The CDK CLI refuses ``--trust`` without execution policies (aws-cdk 2.1148.1 lib/index.js,
+    MissingExecutionPoliciesForTrust; without trust it falls back to AdministratorAccess with a warning): refused here
+    first, naming the make variable. ``--trust`` also lets the trusted account assume the lookup role
+    (bootstrap-template.yaml, LookupRole: TrustedAccounts), the read-only role of the pipeline's guard."""
     accounts = [a.strip() for a in trust.split(",") if a.strip()]
     policies = [p.strip() for p in execution_policies.split(",") if p.strip()]
     for account in accounts:
@@ -43,8 +45,9 @@ def trust_options(trust: str, execution_policies: str) -> list[str]:
         if not POLICY_ARN.match(policy):
             raise ConfigError("EXECUTION_POLICIES", policy, "not an IAM policy ARN (arn:aws:iam::aws:policy/<name>)")
     if accounts and not policies:
-        raise ConfigError("EXECUTION_POLICIES", None, "required with TRUST: the policies CloudFormation deploys with "
-                          "for the trusted pipeline (e.g. arn:aws:iam::aws:policy/AdministratorAccess, or a narrower one)")
+        raise ConfigError("EXECUTION_POLICIES", None, "required with TRUST: the policies CloudFormation deploys "
+                          "with for the trusted pipeline (e.g. arn:aws:iam::aws:policy/AdministratorAccess, or a "
+                          "narrower one)")
     if policies and not accounts:
         raise ConfigError("TRUST", None, "EXECUTION_POLICIES is given without an account to trust")
     return [*(arg for a in accounts for arg in ("--trust", a)),
@@ -73,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--region", help="region (default: the config's)")
     parser.add_argument("--trust-options", action="store_true", help="print cdk bootstrap's trust options instead")
     parser.add_argument("--trust", default="", help="accounts to trust, comma-separated (a fleet's pipeline account)")
-    parser.add_argument("--execution-policies", default="", help="policy ARNs CloudFormation deploys with, comma-separated")
+    parser.add_argument("--execution-policies", default="",
+                        help="policy ARNs CloudFormation deploys with, comma-separated")
     args = parser.parse_args(argv)
     try:
         if args.trust_options:

@@ -6,8 +6,8 @@ account and region. Around its deploy:
 - before: a CodeBuild step runs ``hpctl guard`` (preflight's replacement check, synth's engine
   ``infra.guards.replacement.findings``) against the templates CloudFormation holds for that environment's stacks
   (``cloudformation:GetTemplate``), under the target account's CDK lookup role (``infra.facts.names``: read-only,
-  made by ``cdk bootstrap``, assumable by the pipeline's account after ``cdk bootstrap --trust``). A refusal fails the step, and the
-  stage's deploy does not start.
+  made by ``cdk bootstrap``, assumable by the pipeline's account after ``cdk bootstrap --trust``). A refusal fails
+  the step, and the stage's deploy does not start.
 - then, when the cluster's config acknowledges something the guard would otherwise refuse (a group removal, a
   cluster replacement, autoscaling turned off), a manual approval that names each acknowledgement. The pipeline's
   shape is fixed at synth: the approval is there because the config says so, and the guard step runs first.
@@ -22,12 +22,11 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from aws_cdk import App, CfnResource, Environment, Names, Stack, Stage
-from aws_cdk import aws_ec2 as ec2
+from aws_cdk import App, CfnResource, Environment, Names, Stack, Stage, pipelines
 from aws_cdk import aws_codecommit as codecommit
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from aws_cdk import pipelines
 from constructs import Construct, IConstruct
 
 from infra.config import AppConfig
@@ -144,7 +143,8 @@ def _target_step(step_id: str, stage: FleetStage, source: pipelines.CodePipeline
         install_commands=INSTALL,
         commands=[
             "mkdir -p ~/.aws",
-            f"printf '[profile {TARGET_PROFILE}]\\nrole_arn = {role}\\ncredential_source = EcsContainer\\n' >> ~/.aws/config",
+            f"printf '[profile {TARGET_PROFILE}]\\nrole_arn = {role}\\ncredential_source = EcsContainer\\n'"
+            " >> ~/.aws/config",
             f".venv/bin/python -m hpctl {command} --config {stage.config_path} --region {stage.cluster.region} "
             f"--profile {TARGET_PROFILE} --cdk-out {PIPELINE_OUT}/{stage.assembly}",
         ],
@@ -157,7 +157,8 @@ def _target_step(step_id: str, stage: FleetStage, source: pipelines.CodePipeline
 # The wildcards of the policies aws-cdk-lib's CodePipeline writes for its own roles (none is configurable there):
 # each finding that matches one of these is acknowledged on its own policy with the reason; any other wildcard,
 # one a later aws-cdk-lib adds or one of ours, is not, and fails the synth.
-_ARN = r"Resource::arn:(<AWS::Partition>|aws[a-z-]*)"  # the partition as a token, or literal (a feature flag of cdk.json)
+# The partition as a token, or literal (with a feature flag of cdk.json).
+_ARN = r"Resource::arn:(<AWS::Partition>|aws[a-z-]*)"
 _CDK_WILDCARDS = (
     (r"Action::s3:(GetObject|GetBucket|List|DeleteObject|Abort|PutObject)\*",
      "aws-cdk-lib's bucket grant (grantRead/grantReadWrite) on the pipeline's artifact or replication bucket only"),
