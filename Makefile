@@ -14,7 +14,7 @@ NODE_ENV_PATH = PATH=$(NODE_HOME)/bin:$$PATH
 NPM = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js
 CDK = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npx-cli.js --no-install cdk
 
-.PHONY: install synth pipeline test lint bench diagram bootstrap diff deploy destroy clean vendor-chart
+.PHONY: install synth pipeline diff-stage test lint bench diagram bootstrap diff deploy destroy clean vendor-chart
 
 install: $(STAMP)
 
@@ -38,6 +38,12 @@ PIPELINE_OUT := cdk.out.pipeline
 pipeline: $(STAMP)
 	@test -n '$(FLEET)' || { echo 'error: fleet: pass the fleet file: make pipeline FLEET=path' >&2; exit 2; }
 	$(CDK) synth --quiet --app '$(PY) pipeline_app.py' -c fleet=$(FLEET) -o $(PIPELINE_OUT)
+
+# cdk diff of one stage of the last `make pipeline` against its environment (read-only credentials):
+# `make diff-stage STAGE=assembly-dev` (examples/ci/pull-request.yml runs it for every stage).
+diff-stage: $(STAMP)
+	@test -n '$(STAGE)' || { echo 'error: STAGE: pass a stage folder of $(PIPELINE_OUT), e.g. STAGE=assembly-dev' >&2; exit 2; }
+	$(CDK) diff --app $(PIPELINE_OUT)/$(STAGE)
 
 # Once per account and region, with credentials: `make bootstrap [ACCOUNT=123456789012] [REGION=us-west-2]`.
 # The account defaults to the config's, else the credentials'; the region to the config's.
