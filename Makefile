@@ -85,6 +85,10 @@ SHELL_SCRIPTS = $(wildcard lifecycle_scripts/*.sh)
 # a resource type the region does not offer is E3006 there, and invisible to cfn-lint's default us-east-1.
 ALL_FEATURES_CONFIG := config/all-features.yaml
 ALL_FEATURES_OUT := cdk.out.all-features
+# The example fleet's pipeline templates (the pipeline and its cross-region support stack) are linted too; the
+# cluster templates inside it are the app's, linted above. E3703: see tests/stacks/test_pipeline.py.
+EXAMPLE_FLEET := config/fleet.example.yaml
+PIPELINE_CFN_LINT_IGNORED := E3703
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
@@ -102,6 +106,11 @@ lint: $(STAMP)
 	for out in cdk.out $(ALL_FEATURES_OUT); do \
 		$(CHECKOV_VENV)/bin/checkov -d $$out --framework cloudformation --skip-download --quiet --compact \
 			--config-file .checkov.yaml || exit 1; done
+	$(MAKE) --no-print-directory pipeline FLEET=$(EXAMPLE_FLEET)
+	$(VENV)/bin/cfn-lint --regions "$$($(PY) scripts/fleet_stages.py --pipeline-region $(EXAMPLE_FLEET))" \
+		$(addprefix --ignore-checks ,$(CFN_LINT_IGNORED) $(PIPELINE_CFN_LINT_IGNORED)) -- $(PIPELINE_OUT)/*.template.json
+	$(CHECKOV_VENV)/bin/checkov $$(printf -- '-f %s ' $(PIPELINE_OUT)/*.template.json) --framework cloudformation \
+		--skip-download --quiet --compact --config-file .checkov.yaml
 
 # The default config's synth against shared/bench/baseline_app (alternated runs, ratio of medians; target 1.3)
 # and the wall time of the tests (target 10 baseline synths of the same run).
