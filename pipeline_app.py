@@ -19,8 +19,9 @@ from infra.errors import ConfigError
 from stacks import validation
 
 
-def main() -> None:
-    app = App()
+def main(app: App | None = None) -> None:
+    """``app``: a test's App (context and output directory of its own); `cdk synth` runs this with none."""
+    app = app or App()
     fleet_file = app.node.try_get_context("fleet")
     try:
         if not fleet_file:

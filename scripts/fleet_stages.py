@@ -2,8 +2,9 @@
 """Print the stages of a fleet file, one line each, tab-separated: name, config file, account, region, the read-only
 role the guard reads it with, and its folder in the pipeline's cloud assembly (examples/ci/pull-request.yml reads it).
 
-Usage: python scripts/fleet_stages.py FLEET; with ``--pipeline-region``, only the pipeline's region (`make lint`). The fleet and every config it names are validated as `make pipeline`
-validates them; an error is one line on stderr, exit 2.
+Usage: python scripts/fleet_stages.py FLEET; with ``--pipeline-region``, only the pipeline's region (`make lint`).
+The fleet and every config it names are validated as `make pipeline` validates them; an error is one line on
+stderr, exit 2.
 """
 
 from __future__ import annotations

@@ -117,22 +117,9 @@ def register(sub: Any) -> None:
         need_config=True,
     )
 
-    p = add_command(
-        sub,
-        "preflight",
-        cmd_preflight,
-        "read-only checks before cdk deploy (exit 1 when one fails)",
-        "cdk synth && hpctl preflight --cdk-out cdk.out",
-        need_config=True,
-    )
-    p.add_argument("--cdk-out", default="cdk.out", metavar="DIR", help="synthesized templates (default cdk.out)")
-
-    p = add_command(
-        sub,
-        "guard",
-        cmd_guard,
-        "the replacement guard against the deployed templates (read-only; exit 1 on a refusal)",
-        "cdk synth && hpctl guard --cdk-out cdk.out",
-        need_config=True,
-    )
-    p.add_argument("--cdk-out", default="cdk.out", metavar="DIR", help="synthesized templates (default cdk.out)")
+    for name, handler, help_text in (
+        ("preflight", cmd_preflight, "read-only checks before cdk deploy (exit 1 when one fails)"),
+        ("guard", cmd_guard, "the replacement guard against the deployed templates (read-only; exit 1 on a refusal)"),
+    ):
+        p = add_command(sub, name, handler, help_text, f"cdk synth && hpctl {name} --cdk-out cdk.out", need_config=True)
+        p.add_argument("--cdk-out", default="cdk.out", metavar="DIR", help="synthesized templates (default cdk.out)")

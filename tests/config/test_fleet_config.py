@@ -113,16 +113,17 @@ def test_partitions_follow_botocores_region_patterns() -> None:
         "aws", "aws-cn", "aws-us-gov", "aws"]
 
 
-def test_the_pipeline_app_refuses_a_bad_fleet_in_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_the_pipeline_app_refuses_a_bad_fleet_in_one_line(tmp_path: Path, capsys) -> None:
+    from tests.conftest import new_app
+
     data = copy.deepcopy(_example())
     data["clusters"][0]["account"] = "1"
-    monkeypatch.setenv("CDK_CONTEXT_JSON", f'{{"fleet": "{_write(tmp_path, data)}"}}')
-    monkeypatch.setenv("CDK_OUTDIR", str(tmp_path / "out"))
+    app = new_app(context={"fleet": str(_write(tmp_path, data))}, outdir=str(tmp_path / "out"))
     sys.path.insert(0, str(ROOT))
     import pipeline_app
 
     with pytest.raises(SystemExit) as exited:
-        pipeline_app.main()
+        pipeline_app.main(app)
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: Invalid configuration in ") and "clusters.0.account" in err
