@@ -14,7 +14,7 @@ NODE_ENV_PATH = PATH=$(NODE_HOME)/bin:$$PATH
 NPM = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npm-cli.js
 CDK = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npx-cli.js --no-install cdk
 
-.PHONY: install synth consumer-synth test lint bench diagram bootstrap diff deploy destroy clean vendor-chart
+.PHONY: install synth consumer-synth pipeline diff-stage test lint bench diagram bootstrap diff deploy destroy clean vendor-chart
 
 install: $(STAMP)
 
@@ -36,11 +36,29 @@ synth: $(STAMP)
 consumer-synth: $(STAMP)
 	cd examples/consumer_app && $(CDK) synth --quiet --app "$(CURDIR)/$(PY) app.py"
 
+# A fleet's delivery pipeline (docs/fleet.md): `make pipeline FLEET=config/fleet.example.yaml`. The pipeline's
+# cloud assembly goes to its own directory; the pipeline's synth step runs this same target.
+FLEET ?=
+PIPELINE_OUT := cdk.out.pipeline
+pipeline: $(STAMP)
+	@test -n '$(FLEET)' || { echo 'error: fleet: pass the fleet file: make pipeline FLEET=path' >&2; exit 2; }
+	$(CDK) synth --quiet --app '$(PY) pipeline_app.py' -c fleet=$(FLEET) -o $(PIPELINE_OUT)
+
+# cdk diff of one stage of the last `make pipeline` against its environment (read-only credentials):
+# `make diff-stage STAGE=assembly-dev` (examples/ci/pull-request.yml runs it for every stage).
+diff-stage: $(STAMP)
+	@test -n '$(STAGE)' || { echo 'error: STAGE: pass a stage folder of $(PIPELINE_OUT), e.g. STAGE=assembly-dev' >&2; exit 2; }
+	$(CDK) diff --app $(PIPELINE_OUT)/$(STAGE)
+
 # Once per account and region, with credentials: `make bootstrap [ACCOUNT=123456789012] [REGION=us-west-2]`.
 # The account defaults to the config's, else the credentials'; the region to the config's.
+# A fleet's target environment trusts the pipeline's account: `make bootstrap CONFIG=... TRUST=111111111111
+# EXECUTION_POLICIES=arn:aws:iam::aws:policy/AdministratorAccess` (the CDK CLI requires execution policies with --trust).
 bootstrap: $(STAMP)
 	target=$$($(PY) scripts/bootstrap_target.py --config $(CONFIG) --account '$(ACCOUNT)' --region '$(REGION)') \
-		&& $(CDK) bootstrap "$$target"
+		&& trust=$$($(PY) scripts/bootstrap_target.py --trust-options --trust '$(TRUST)' \
+			--execution-policies '$(EXECUTION_POLICIES)') \
+		&& $(CDK) bootstrap "$$target" $$trust
 
 diff: $(STAMP)
 	$(CDK) diff -c config=$(CONFIG)
@@ -77,6 +95,11 @@ ALL_FEATURES_OUT := cdk.out.all-features
 # infra/guards/control_tower.py's list fails the synth.
 CONTROL_TOWER := -c control_tower_controls=true
 
+# The example fleet's pipeline templates (the pipeline and its cross-region support stack) are linted too; the
+# cluster templates inside it are the app's, linted above. E3703: see tests/stacks/test_pipeline.py.
+EXAMPLE_FLEET := config/fleet.example.yaml
+PIPELINE_CFN_LINT_IGNORED := E3703
+
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy infra
@@ -94,6 +117,11 @@ lint: $(STAMP)
 	for out in cdk.out $(ALL_FEATURES_OUT); do \
 		$(CHECKOV_VENV)/bin/checkov -d $$out --framework cloudformation --skip-download --quiet --compact \
 			--config-file .checkov.yaml || exit 1; done
+	$(MAKE) --no-print-directory pipeline FLEET=$(EXAMPLE_FLEET)
+	$(VENV)/bin/cfn-lint --regions "$$($(PY) scripts/fleet_stages.py --pipeline-region $(EXAMPLE_FLEET))" \
+		$(addprefix --ignore-checks ,$(CFN_LINT_IGNORED) $(PIPELINE_CFN_LINT_IGNORED)) -- $(PIPELINE_OUT)/*.template.json
+	$(CHECKOV_VENV)/bin/checkov $$(printf -- '-f %s ' $(PIPELINE_OUT)/*.template.json) --framework cloudformation \
+		--skip-download --quiet --compact --config-file .checkov.yaml
 
 # The default config's synth against shared/bench/baseline_app (alternated runs, ratio of medians; target 1.3)
 # and the wall time of the tests (target 10 baseline synths of the same run).
@@ -110,4 +138,4 @@ vendor-chart: $(STAMP)
 	$(PY) scripts/vendor_chart.py --config $(CONFIG)
 
 clean:
-	rm -rf cdk.out $(ALL_FEATURES_OUT) .pytest_cache .cache
+	rm -rf cdk.out $(ALL_FEATURES_OUT) $(PIPELINE_OUT) .pytest_cache .cache

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import App, Environment, Stack, Validations
+from aws_cdk import Environment, Stack, Stage, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from infra.composition import HyperPodParts, Placement, compose
@@ -40,13 +40,24 @@ class HyperPodApp:
         return [s for s in (self.network, self.eks, self.hyperpod, self.observability, self.storage) if s is not None]
 
 
-def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
-    """Add the stacks for ``config`` to ``app``."""
+def register_nag(app: Stage) -> None:
+    """The nag packs, AWS Solutions and this product's, over every template of ``app``."""
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    Validations.of(app).add_plugins(HyperPodChecks(app))
+
+
+def build_app(app: Stage, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
+    """Add the stacks for ``config`` to ``app``: the App, or a stage of the delivery pipeline (stacks/pipeline.py).
+
+    The stack name is set, not derived: a stack of a nested stage would otherwise be named
+    ``<stage>-<project>-<component>``, and hpctl, the guard and a deployment made from a laptop know it as
+    ``<project>-<component>`` (at the top level the derived name is the ID, so the App's stacks do not change)."""
     require_network(config, "the app's network stack")
     env = Environment(account=config.account, region=config.region)
 
     def stack(component: str, *, protect: bool = config.termination_protection) -> Stack:
-        return Stack(app, f"{config.project}-{component}", env=env, termination_protection=protect,
+        name = f"{config.project}-{component}"
+        return Stack(app, name, stack_name=name, env=env, termination_protection=protect,
                      description=DESCRIPTIONS[component])
 
     # The network stack holds only flow logs (retained anyway) and cannot go while the others stand. `cdk deploy`
@@ -68,7 +79,6 @@ def build_app(app: App, config: AppConfig, *, nag: bool = True) -> HyperPodApp:
         scripts_dir=scripts_dir if scripts_dir.is_absolute() else ROOT / scripts_dir,
     )
     if nag:
-        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-        Validations.of(app).add_plugins(HyperPodChecks(app))
+        register_nag(app)
     return HyperPodApp(network=network, eks=eks, hyperpod=hyperpod, parts=parts, observability=observability,
                        storage=storage)

@@ -84,10 +84,17 @@ def cmd_drift(args: argparse.Namespace, t: Target, clients: Any) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace, t: Target, clients: Any) -> int:
+    return _report(args, preflight.run_all(t.cfg, clients, _cdk_out(args)))
+
+
+def _cdk_out(args: argparse.Namespace) -> Path:
     cdk_out = Path(args.cdk_out)
     if not cdk_out.is_dir():
         raise UsageError(f"--cdk-out {cdk_out} is not a directory: run `cdk synth` first or pass its output")
-    checks = preflight.run_all(t.cfg, clients, cdk_out)
+    return cdk_out
+
+
+def _report(args: argparse.Namespace, checks: list[preflight.Check]) -> int:
     failed = [c for c in checks if c.verdict == preflight.FAIL]
     if args.json:
         print_json({"ok": not failed, "checks": preflight.checks_json(checks)})
@@ -96,6 +103,12 @@ def cmd_preflight(args: argparse.Namespace, t: Target, clients: Any) -> int:
         warned = sum(c.verdict == preflight.WARN for c in checks)
         print(f"\n{len(checks)} checks: {len(failed)} failed, {warned} warnings")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_guard(args: argparse.Namespace, t: Target, clients: Any) -> int:
+    """Only preflight's replacement check: the deployed templates (GetTemplate) against the synthesized ones, with
+    synth's engine. The delivery pipeline runs it before each stage's deploy (stacks/pipeline.py)."""
+    return _report(args, preflight.check_replacement(t.cfg, clients, _cdk_out(args)))
 
 
 def register(sub: Any) -> None:
@@ -108,12 +121,9 @@ def register(sub: Any) -> None:
         need_config=True,
     )
 
-    p = add_command(
-        sub,
-        "preflight",
-        cmd_preflight,
-        "read-only checks before cdk deploy (exit 1 when one fails)",
-        "cdk synth && hpctl preflight --cdk-out cdk.out",
-        need_config=True,
-    )
-    p.add_argument("--cdk-out", default="cdk.out", metavar="DIR", help="synthesized templates (default cdk.out)")
+    for name, handler, help_text in (
+        ("preflight", cmd_preflight, "read-only checks before cdk deploy (exit 1 when one fails)"),
+        ("guard", cmd_guard, "the replacement guard against the deployed templates (read-only; exit 1 on a refusal)"),
+    ):
+        p = add_command(sub, name, handler, help_text, f"cdk synth && hpctl {name} --cdk-out cdk.out", need_config=True)
+        p.add_argument("--cdk-out", default="cdk.out", metavar="DIR", help="synthesized templates (default cdk.out)")

@@ -40,3 +40,15 @@ def cluster_log_groups(eks_cluster_name: str, hyperpod_cluster_name: str) -> lis
 # 7.sagemaker-hyperpod-eks/terraform-modules/hyperpod-eks-tf/scripts/wait-for-hyperpod-nodes.sh line 12,
 # `kubectl get nodes -l sagemaker.amazonaws.com/cluster-name=$HYPERPOD_CLUSTER_NAME`).
 HYPERPOD_CLUSTER_NAME_LABEL = "sagemaker.amazonaws.com/cluster-name"
+
+
+# The CDK bootstrap's lookup role: aws-cdk-lib 2.275.0 DefaultStackSynthesizer.DEFAULT_LOOKUP_ROLE_ARN with
+# DEFAULT_QUALIFIER "hnb659fds" (tests/stacks/test_pipeline.py compares the two). The bootstrap template (aws-cdk
+# 2.1148.1 lib/api/bootstrap/bootstrap-template.yaml, LookupRole) gives it the ReadOnlyAccess managed policy, denies
+# kms:Decrypt, and lets the accounts of `cdk bootstrap --trust` (or --trust-for-lookup) assume it: the read-only
+# role the fleet pipeline's guard and preflight steps read a target environment with.
+CDK_BOOTSTRAP_QUALIFIER = "hnb659fds"
+
+
+def cdk_lookup_role_arn(partition: str, account: str, region: str) -> str:
+    return f"arn:{partition}:iam::{account}:role/cdk-{CDK_BOOTSTRAP_QUALIFIER}-lookup-role-{account}-{region}"

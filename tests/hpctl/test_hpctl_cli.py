@@ -38,6 +38,7 @@ def test_every_command_is_there() -> None:
                 "kubeconfig",
                 "drift",
                 "preflight",
+                "guard",
                 "pre-destroy",
                 "render-examples",
                 "jobs",

@@ -76,3 +76,32 @@ def test_main_prints_the_target_and_reports_errors_in_one_line(monkeypatch, caps
     assert bootstrap.main(["--config", DEFAULT]) == 3
     err = capsys.readouterr().err
     assert err.startswith("error: cannot read the credentials' account (pass ACCOUNT=...)") and "ExpiredToken" in err
+
+
+def test_trust_options_for_a_fleet_target() -> None:
+    """`make bootstrap TRUST=... EXECUTION_POLICIES=...`: the options of `cdk bootstrap` (aws-cdk CLI's --trust and
+    --cloudformation-execution-policies), one pair per value."""
+    admin = "arn:aws:iam::aws:policy/AdministratorAccess"
+    assert bootstrap.trust_options("111111111111, 333333333333", admin) == [
+        "--trust", "111111111111", "--trust", "333333333333", "--cloudformation-execution-policies", admin]
+    assert bootstrap.trust_options("", "") == []
+
+
+@pytest.mark.parametrize(("trust", "policies", "key"), [
+    ("111111111111", "", "EXECUTION_POLICIES"),  # the CDK CLI refuses --trust without them; refused first here
+    ("", "arn:aws:iam::aws:policy/AdministratorAccess", "TRUST"),
+    ("1111", "arn:aws:iam::aws:policy/AdministratorAccess", "TRUST"),
+    ("111111111111", "AdministratorAccess", "EXECUTION_POLICIES"),
+])
+def test_trust_without_its_other_half_is_refused(trust: str, policies: str, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        bootstrap.trust_options(trust, policies)
+    assert caught.value.key == key
+
+
+def test_main_prints_the_trust_options(capsys) -> None:
+    admin = "arn:aws:iam::aws:policy/AdministratorAccess"
+    assert bootstrap.main(["--trust-options", "--trust", "111111111111", "--execution-policies", admin]) == 0
+    assert capsys.readouterr().out == f"--trust 111111111111 --cloudformation-execution-policies {admin}\n"
+    assert bootstrap.main(["--trust-options", "--trust", "111111111111"]) == 2
+    assert capsys.readouterr().err.startswith("error: Invalid configuration: EXECUTION_POLICIES: required with TRUST")

@@ -235,6 +235,10 @@ def test_make_lint_lints_each_config_for_its_own_region():
         "$(addprefix --ignore-checks ,$(CFN_LINT_IGNORED)) -- cdk.out/*.template.json",
         'region=$$($(PY) scripts/config_region.py $(ALL_FEATURES_CONFIG)) && $(VENV)/bin/cfn-lint --regions '
         '"$$region" $(addprefix --ignore-checks ,$(CFN_LINT_IGNORED)) -- $(ALL_FEATURES_OUT)/*.template.json',
+        # The example fleet's pipeline templates, for the pipeline's region (tests/stacks/test_pipeline.py).
+        '$(VENV)/bin/cfn-lint --regions "$$($(PY) scripts/fleet_stages.py --pipeline-region $(EXAMPLE_FLEET))" '
+        "$(addprefix --ignore-checks ,$(CFN_LINT_IGNORED) $(PIPELINE_CFN_LINT_IGNORED)) -- "
+        "$(PIPELINE_OUT)/*.template.json",
     ]
     assert "$(CDK) synth --quiet -c config=$(ALL_FEATURES_CONFIG) -o $(ALL_FEATURES_OUT)" in recipe
 
