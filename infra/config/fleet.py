@@ -12,7 +12,6 @@ CodePipeline cannot deploy across partitions).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,29 +20,18 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from infra.config.app import AppConfig, load_config
 from infra.config.base import StrictModel, config_error, refusal
+from infra.config.fields import AccountId
 from infra.config_file import read_config_document
 from infra.errors import ConfigError
-from infra.facts.aws_lists import sagemaker_regions
+from infra.facts.aws_lists import partition_of, sagemaker_regions
 from infra.facts.names import cdk_lookup_role_arn
 
-AccountId = Annotated[str, Field(pattern=r"^\d{12}$")]
 StageName = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9-]{0,39}$")]
 # A CodeConnections (formerly CodeStar Connections) connection ARN: the ConnectionArn pattern of botocore's
 # codeconnections/2023-12-01 service model, anchored.
-CONNECTION_ARN = r"^arn:aws(-[\w]+)*:(codestar-connections|codeconnections):[a-z0-9\-]+:[0-9]{12}:connection\/[\w\-]+$"
-
-
-# Each partition's regionRegex in botocore's data/endpoints.json (botocore pinned in requirements.lock); "aws" last.
-_PARTITIONS = (
-    ("aws-cn", r"^cn\-\w+\-\d+$"), ("aws-us-gov", r"^us\-gov\-\w+\-\d+$"), ("aws-iso", r"^us\-iso\-\w+\-\d+$"),
-    ("aws-iso-b", r"^us\-isob\-\w+\-\d+$"), ("aws-iso-e", r"^eu\-isoe\-\w+\-\d+$"),
-    ("aws-iso-f", r"^us\-isof\-\w+\-\d+$"), ("aws-eusc", r"^eusc\-(de)\-\w+\-\d+$"),
-)
-
-
-def partition(region: str) -> str:
-    """The partition a region belongs to (by botocore's regionRegex of each partition)."""
-    return next((name for name, pattern in _PARTITIONS if re.match(pattern, region)), "aws")
+# \w there is written [A-Za-z0-9_] here: config patterns are ASCII-only (docs/safety.md).
+CONNECTION_ARN = (r"^arn:aws(-[A-Za-z0-9_]+)*:(codestar-connections|codeconnections):[a-z0-9\-]+:[0-9]{12}:"
+                  r"connection\/[A-Za-z0-9_\-]+$")
 
 
 def _known_region(value: str) -> str:
@@ -63,7 +51,7 @@ class ConnectionSource(StrictModel):
 class CodeCommitSource(StrictModel):
     """A CodeCommit repository of the pipeline's account and region."""
 
-    repository: Annotated[str, Field(pattern=r"^[\w.-]{1,100}$")]
+    repository: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}$")]
     branch: Annotated[str, Field(min_length=1, max_length=255)] = "main"
 
 
@@ -122,7 +110,7 @@ class FleetConfig(StrictModel):
                 raise refusal(f"clusters.{i}.name", cluster.name,
                               f"already the name of clusters.{names[cluster.name]}; a stage name is used once")
             names[cluster.name] = i
-            if partition(cluster.region) != partition(self.pipeline.region):
+            if partition_of(cluster.region) != partition_of(self.pipeline.region):
                 raise refusal(f"clusters.{i}.region", cluster.region,
                               f"not in the partition of pipeline.region {self.pipeline.region}; one pipeline "
                               "deploys within one partition")
@@ -147,7 +135,7 @@ class FleetStage:
     @property
     def lookup_role_arn(self) -> str:
         """The read-only role the pipeline's guard and preflight read this stage's environment with."""
-        return cdk_lookup_role_arn(partition(self.cluster.region), self.cluster.account, self.cluster.region)
+        return cdk_lookup_role_arn(partition_of(self.cluster.region), self.cluster.account, self.cluster.region)
 
 
 @dataclass(frozen=True)
