@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config.fleet import load_fleet, partition
+from infra.config.fleet import load_fleet
 from infra.errors import ConfigError
 from tests.conftest import ROOT, default_config_data
 
@@ -106,11 +106,6 @@ def test_a_cluster_config_error_names_its_own_file(tmp_path: Path) -> None:
     data["clusters"][0]["config"] = str(config_path)
     message = _refusal(tmp_path, data)
     assert message.startswith(f"Invalid configuration in {config_path}: eks.version: ")
-
-
-def test_partitions_follow_botocores_region_patterns() -> None:
-    assert [partition(r) for r in ("us-west-2", "cn-north-1", "us-gov-west-1", "eu-west-1")] == [
-        "aws", "aws-cn", "aws-us-gov", "aws"]
 
 
 def test_the_pipeline_app_refuses_a_bad_fleet_in_one_line(tmp_path: Path, capsys) -> None:
