@@ -18,7 +18,7 @@ CDK = $(NODE_ENV_PATH) node $(NODE_HOME)/lib/node_modules/npm/bin/npx-cli.js --n
 
 install: $(STAMP)
 
-$(PY_STAMP): pyproject.toml requirements.lock
+$(PY_STAMP): pyproject.toml requirements.lock VERSION
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev]'
 	touch $@
