@@ -44,6 +44,7 @@ from infra.config.observability_addon import (
 )
 from infra.config.pod_slots import budgets
 from infra.errors import ConfigError
+from infra.facts import aws_lists
 from infra.facts.names import STACK_COMPONENTS, STACK_DESCRIPTION_PREFIX
 from infra.guards import replacement as engine
 from infra.runtime.chart_installer.handler import github_archive_url
@@ -157,16 +158,12 @@ PLACEHOLDER_GRAFANA_WORKSPACE = "g-0000000000"
 PLACEHOLDERS = (PLACEHOLDER_ACCOUNT, PLACEHOLDER_PROMETHEUS_WORKSPACE, PLACEHOLDER_GRAFANA_WORKSPACE)
 
 
-def partition_of(region: str) -> tuple[str, str]:
-    """(partition, DNS suffix) of a region, from botocore's endpoints data."""
-    partitions = loader().load_data("endpoints")["partitions"]
-    for p in partitions:
-        if region in p.get("regions", {}):
-            return p["partition"], p["dnsSuffix"]
-    for p in partitions:
-        if re.match(p["regionRegex"], region):
-            return p["partition"], p["dnsSuffix"]
-    return "aws", "amazonaws.com"
+def dns_suffix_of(region: str) -> str:
+    """The DNS suffix of the region's partition (the partition itself is aws_lists.partition_of's), from botocore's
+    endpoints data."""
+    partition = aws_lists.partition_of(region)
+    found = next((p for p in loader().load_data("endpoints")["partitions"] if p["partition"] == partition), None)
+    return str(found["dnsSuffix"]) if found else "amazonaws.com"
 
 
 def planned_addon_configurations(cfg: Any) -> dict[str, dict[str, object]]:
@@ -178,7 +175,7 @@ def planned_addon_configurations(cfg: Any) -> dict[str, dict[str, object]]:
     prometheus = cfg.observability.prometheus
     if not prometheus.enabled:
         return {}
-    partition, suffix = partition_of(cfg.region)
+    partition, suffix = aws_lists.partition_of(cfg.region), dns_suffix_of(cfg.region)
     account = cfg.account or PLACEHOLDER_ACCOUNT
     grafana = None
     if cfg.observability.grafana.enabled:

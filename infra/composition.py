@@ -477,6 +477,7 @@ def _add_inference_operator(
         oidc_issuer_url=eks_cluster.cluster_open_id_connect_issuer_url, access_logs=lifecycle.access_log_bucket,
         removal_policy=removal, cert_manager=cert_manager, readiness_installer=readiness_installer,
         after=[s3_csi_driver.addon], metrics_server=inference.metrics_server, addon_version=inference.addon_version,
+        object_lock=config.compliance == "control_tower", event_notifications=config.compliance == "control_tower",
     )
 
 

@@ -9,7 +9,8 @@ account and region. Around its deploy:
   made by ``cdk bootstrap``, assumable by the pipeline's account after ``cdk bootstrap --trust``). A refusal fails
   the step, and the stage's deploy does not start.
 - then, when the cluster's config acknowledges something the guard would otherwise refuse (a group removal, a
-  cluster replacement, autoscaling turned off), a manual approval that names each acknowledgement. The pipeline's
+  replacement listed in acknowledge_replacement, autoscaling turned off), a manual approval that names each
+  acknowledgement. The pipeline's
   shape is fixed at synth: the approval is there because the config says so, and the guard step runs first.
 - after: a CodeBuild step runs the whole read-only ``hpctl preflight`` under the same role. Its replacement check
   now compares the deployed templates with the synthesized ones: it passes only when what CloudFormation holds is
@@ -51,14 +52,9 @@ def approvals(config: AppConfig) -> list[str]:
     if hyperpod.acknowledge_group_removal:
         needed.append(f"hyperpod.acknowledge_group_removal {', '.join(hyperpod.acknowledge_group_removal)}: "
                       "the nodes of these groups are terminated")
-    if hyperpod.allow_cluster_replacement:
-        needed.append("hyperpod.allow_cluster_replacement: a replacement of the HyperPod cluster (a new cluster, "
-                      "every node terminated) is accepted")
-    # The per-resource replacement acknowledgements (a top-level acknowledge_replacement list of resource and field,
-    # developed beside this module): read by name so that this module reads them once both are merged.
-    for acknowledgement in getattr(config, "acknowledge_replacement", None) or []:
+    for acknowledgement in config.acknowledge_replacement:
         needed.append(f"acknowledge_replacement {acknowledgement.resource} {acknowledgement.field}: the resource is "
-                      "replaced" + (" and its data deleted" if getattr(acknowledgement, "deletes_data", False) else ""))
+                      "replaced" + (" and its data deleted" if acknowledgement.deletes_data else ""))
     if hyperpod.autoscaling.acknowledge_disable:
         needed.append("hyperpod.autoscaling.acknowledge_disable: autoscaling is turned off")
     return needed

@@ -18,7 +18,7 @@ from infra import facts
 from infra.constructs.addon import EksAddon
 from infra.constructs.common import acknowledge
 from infra.constructs.helm_release import HelmInstaller
-from infra.constructs.hyperpod.lifecycle import protected_bucket
+from infra.constructs.hyperpod.lifecycle import noncurrent_versions_rule, protected_bucket, send_events_to_eventbridge
 from infra.constructs.readiness import Readiness
 from infra.errors import ConfigError
 from infra.facts import addons as addon_facts
@@ -187,6 +187,7 @@ class InferenceOperator(Construct):
         access_logs: s3.IBucket | None = None, removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         cert_manager: IDependable | None = None, readiness_installer: HelmInstaller | None = None,
         after: Sequence[IDependable] = (), metrics_server: bool = True, addon_version: str | None = None,
+        object_lock: bool = False, event_notifications: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         cluster_name = eks_cluster.cluster_name
@@ -214,13 +215,17 @@ class InferenceOperator(Construct):
             own_logs = s3.Bucket(self, "TlsAccessLogs", encryption=s3.BucketEncryption.S3_MANAGED,
                                  block_public_access=s3.BlockPublicAccess.BLOCK_ALL, enforce_ssl=True, versioned=True,
                                  object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+                                 lifecycle_rules=[noncurrent_versions_rule()],
                                  removal_policy=removal_policy,
                                  auto_delete_objects=removal_policy == RemovalPolicy.DESTROY)
+            if event_notifications:
+                send_events_to_eventbridge(own_logs)
             acknowledge(own_logs, "AwsSolutions-S1", "This bucket receives the TLS bucket's server access logs; "
                                                      "logging it to itself would loop.")
             access_logs = own_logs
         self.tls_bucket = protected_bucket(self, "TlsCertificates", access_logs=access_logs,
-                                           access_logs_prefix="tls-cert-logs/", removal_policy=removal_policy)
+                                           access_logs_prefix="tls-cert-logs/", removal_policy=removal_policy,
+                                           object_lock=object_lock, event_notifications=event_notifications)
 
         self.execution_role = iam.Role(
             self, "ExecutionRole",

@@ -50,7 +50,7 @@ def protected_bucket(scope: Construct, construct_id: str, *, access_logs: s3.IBu
                      event_notifications: bool = False) -> s3.Bucket:
     """A bucket with this product's protections (the lifecycle bucket's, and any other bucket that holds what the
     cluster reads): SSE-KMS under the account's AWS managed key for S3 with a Bucket Key, public access blocked, TLS
-    only, versioned with noncurrent versions expiring (``_noncurrent_versions_rule``), server access logs to
+    only, versioned with noncurrent versions expiring (``noncurrent_versions_rule``), server access logs to
     ``access_logs`` under ``access_logs_prefix``; its objects deleted with it when ``removal_policy`` is DESTROY.
     ``object_lock`` turns S3 Object Lock on (no default retention), ``event_notifications`` sends its events to
     Amazon EventBridge (both for ``compliance: control_tower``)."""
@@ -65,7 +65,7 @@ def protected_bucket(scope: Construct, construct_id: str, *, access_logs: s3.IBu
         enforce_ssl=True,
         versioned=True,
         object_lock_enabled=object_lock or None,
-        lifecycle_rules=[_noncurrent_versions_rule()],
+        lifecycle_rules=[noncurrent_versions_rule()],
         server_access_logs_bucket=access_logs,
         server_access_logs_prefix=access_logs_prefix,
         removal_policy=removal_policy,
@@ -99,7 +99,7 @@ def lifecycle_bucket_name(hyperpod_cluster_name: str) -> str:
                          Aws.ACCOUNT_ID, Aws.REGION])
 
 
-def _noncurrent_versions_rule() -> s3.LifecycleRule:
+def noncurrent_versions_rule() -> s3.LifecycleRule:
     """Noncurrent object versions expire after NONCURRENT_VERSION_DAYS; unfinished multipart uploads after 7 days."""
     return s3.LifecycleRule(id="NoncurrentVersions",
                             noncurrent_version_expiration=Duration.days(NONCURRENT_VERSION_DAYS),
@@ -167,7 +167,7 @@ class LifecycleScripts(Construct):
                 enforce_ssl=True,
                 versioned=True,
                 object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
-                lifecycle_rules=[_noncurrent_versions_rule()],
+                lifecycle_rules=[noncurrent_versions_rule()],
                 removal_policy=removal_policy,
                 auto_delete_objects=disposable,
             )
