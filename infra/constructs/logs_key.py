@@ -33,10 +33,10 @@ class LogsKey(Construct):
     step 3 names roles one by one; here every principal of the account (``kms:CallerAccount``) is let through
     CloudWatch Logs only, so a role that writes logs needs no statement of its own.
 
-    The log groups get the key from ``infra.composition`` (every ``AWS::Logs::LogGroup`` it builds). The key is
-    kept with ``removal_policy`` RETAIN: logs it encrypted cannot be read without it (same page: "If you revoke
-    CloudWatch Logs access to an associated key or delete an associated KMS key, your encrypted data in
-    CloudWatch Logs can no longer be retrieved").
+    The log groups get the key from ``infra.composition`` (every ``AWS::Logs::LogGroup`` it builds). The key takes
+    ``removal_policy``, RETAIN unless ``destroy_data_on_delete`` is set, as the log groups do: logs it encrypted
+    cannot be read without it (same page: "If you revoke CloudWatch Logs access to an associated key or delete an
+    associated KMS key, your encrypted data in CloudWatch Logs can no longer be retrieved").
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, project: str, removal_policy: RemovalPolicy) -> None:
