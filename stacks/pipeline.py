@@ -180,6 +180,23 @@ _CDK_WILDCARDS = (
      "self-mutation's cdk deploy, codebuild:StartBuild/BatchGetBuilds/StopBuild for the asset actions, and KMS use "
      "of the replication buckets' keys in other regions, whose ARNs the pipeline stack cannot reference"),
 )
+# The actions a statement on Resource '*' may hold for the finding above to be acknowledged: a '*' statement with
+# any other action (a later aws-cdk-lib's, or ours) stays a finding and fails the synth.
+_STAR_RESOURCE_ACTIONS = re.compile(
+    r"cloudformation:DescribeStacks|s3:ListBucket|codebuild:(StartBuild|BatchGetBuilds|StopBuild)"
+    r"|kms:(Decrypt|DescribeKey|Encrypt|ReEncrypt\*|GenerateDataKey\*)")
+
+
+def _star_resource_actions(policy: iam.CfnPolicy) -> set[str]:
+    """The actions of ``policy``'s statements whose Resource is '*'."""
+    document = Stack.of(policy).resolve(policy.policy_document)
+    actions: set[str] = set()
+    for statement in document.get("Statement", []):
+        resources = statement.get("Resource", [])
+        if "*" in (resources if isinstance(resources, list) else [resources]):
+            listed = statement.get("Action", [])
+            actions.update(listed if isinstance(listed, list) else [listed])
+    return actions
 
 
 def _policies(stacks: list[Stack]) -> Iterator[iam.CfnPolicy]:
@@ -207,6 +224,9 @@ def _harden_cdk_pipelines(stacks: list[Stack]) -> None:
     for policy in _policies(stacks):
         for finding in sorted(set(_wildcards(policy))):
             reason = next((why for pattern, why in _CDK_WILDCARDS if re.fullmatch(pattern, finding)), None)
+            if finding == "Resource::*" and not all(_STAR_RESOURCE_ACTIONS.fullmatch(a)
+                                                    for a in _star_resource_actions(policy)):
+                reason = None
             if reason is not None:
                 acknowledge(policy, f"AwsSolutions-IAM5[{finding}]", reason)
     for stack in stacks:

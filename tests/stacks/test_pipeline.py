@@ -175,3 +175,23 @@ def test_the_artifact_buckets_are_versioned_and_encrypted(fleet_synth) -> None:
         assert bucket["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
         [rule] = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
         assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+
+
+def test_a_star_resource_statement_with_other_actions_is_not_acknowledged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resource '*' is acknowledged only for the actions CDK Pipelines writes there; a statement on '*' with any
+    other action (here iam:PassRole) keeps its IAM5 finding, so nag fails the synth."""
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_iam as iam
+
+    from stacks import pipeline
+
+    acknowledged: list[tuple[str, str]] = []
+    monkeypatch.setattr(pipeline, "acknowledge",
+                        lambda scope, finding, reason: acknowledged.append((scope.node.id, finding)))
+    stack = Stack(App(), "Probe")
+    for name, actions in (("Cdk", ["cloudformation:DescribeStacks", "s3:ListBucket"]),
+                          ("Other", ["cloudformation:DescribeStacks", "iam:PassRole"])):
+        iam.CfnPolicy(stack, name, policy_name=name, roles=["r"], policy_document={
+            "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]})
+    pipeline._harden_cdk_pipelines([stack])
+    assert acknowledged == [("Cdk", "AwsSolutions-IAM5[Resource::*]")]
