@@ -7,6 +7,7 @@ come from the config; images are pinned here.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -74,6 +75,46 @@ S3_NOMINAL_SIZE = "1200Gi"
 TRAINING_FILE = "pytorchjob-auto-resume.yaml"
 REGENERATE = "hpctl render-examples --config config/default.yaml --out examples"
 RENDERED_MARK = "Rendered by `hpctl render-examples`"  # in every file it writes; marks the ones it may remove
+
+# The HyperPod inference operator's custom resources (addons.inference_operator on), in the version their CRDs store:
+# aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea (the pinned chart):
+# helm_chart/HyperPodHelmChart/charts/inference-operator/config/crd/inference.sagemaker.aws.amazon.com_{jumpstartmodels,
+# inferenceendpointconfigs}.yaml (stored in tests/contract/pinned; the examples are validated against them).
+INFERENCE_API = "inference.sagemaker.aws.amazon.com/v1"
+JUMPSTART_KIND = "JumpStartModel"
+ENDPOINT_CONFIG_KIND = "InferenceEndpointConfig"
+JUMPSTART_FILE = "jumpstart-model.yaml"
+ENDPOINT_CONFIG_FILE = "inference-endpoint.yaml"
+# A catalog model and a model of one's own weights, as AWS's walk-throughs deploy them (aws/sagemaker-hyperpod-cli@
+# 011ca927123e02b35a399935bbb3ab1905fe33c7: examples/end_to_end_walkthrough/02-inference-deployment/
+# 00-jumpstart-endpoint.md: MODEL_ID, and 01-custom-model-endpoint.md: TinyLlama's weights synced to S3 under
+# CHECKPOINT_DIR, served by the DJL LMI image on port 8080 with the weights mounted as modelmount).
+JUMPSTART_MODEL_ID = "deepseek-llm-r1-distill-qwen-1-5b"
+JUMPSTART_HUB = "SageMakerPublicHub"  # the CRD's default modelHubName
+CUSTOM_MODEL = "tinyllama"
+CUSTOM_MODEL_SOURCE = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"  # on Hugging Face, downloaded to MODEL_LOCATION
+CUSTOM_MODEL_LOCATION = "tinyllama-1.1b-chat"
+LMI_IMAGE_REPOSITORY = "djl-inference"
+LMI_IMAGE_TAG = "0.33.0-lmi15.0.0-cu128"
+LMI_PORT = 8080
+MODEL_MOUNT = {"name": "modelmount", "mountPath": "/opt/ml/model"}
+# The Deep Learning Containers registry of each region the inference operator's images are published in
+# (infra/facts/addons.py INFERENCE_OPERATOR_REGIONS), from aws/deep-learning-containers@
+# 008199507ef3e5b651d3577838837e25265afa10:available_images.md (the region table). ap-southeast-4 and eu-south-2 are not
+# in that table: there the image is pulled from us-west-2, as AWS's walk-through writes it (unverified that the tag
+# is published in every region listed).
+DLC_REGISTRY_ACCOUNTS = {
+    **dict.fromkeys(("us-east-1", "us-east-2", "us-west-1", "us-west-2", "ap-south-1", "ap-southeast-1",
+                     "ap-southeast-2", "ap-northeast-1", "eu-central-1", "eu-west-1", "eu-west-2", "eu-north-1",
+                     "sa-east-1"), "763104351884"),
+    "ap-southeast-3": "907027046896",
+}
+DLC_FALLBACK_REGION = "us-west-2"
+# Without spec.tlsConfig the operator writes each endpoint's certificate to the bucket the add-on is configured with
+# (TLS_CERTIFICATE_OUTPUT_S3URI from tlsCertificateS3Bucket: the pinned chart's config/manager/manager.yaml lines
+# 195-196; infra/constructs/addons.py InferenceOperator sets it to its TLS bucket), so the examples leave it out.
+# The SageMaker endpoint name: the CRDs' pattern and length (spec.endpointName, spec.sageMakerEndpoint.name).
+ENDPOINT_NAME_MAX = 63
 
 # The example job runs for a few minutes, so it checkpoints every minute by default and a restart visibly
 # resumes; a real job takes the interval `hpctl plan` computes (render-examples --checkpoint-interval-minutes).
@@ -433,6 +474,131 @@ def inference(config: Any, group: Any, ns: str) -> list[dict[str, Any]]:
     return [deployment, service]
 
 
+def _endpoint_name(base: str, group: Any) -> str:
+    """``<base>-<group>`` within the CRDs' 63 characters, lower case (it is also the object's Kubernetes name)."""
+    return f"{base}-{group.name}".lower()[:ENDPOINT_NAME_MAX].rstrip("-")
+
+
+def lmi_image(region: str) -> str:
+    """The DJL LMI serving image in ``region``'s Deep Learning Containers registry (DLC_REGISTRY_ACCOUNTS)."""
+    if region not in DLC_REGISTRY_ACCOUNTS:
+        region = DLC_FALLBACK_REGION
+    return f"{DLC_REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}.amazonaws.com/{LMI_IMAGE_REPOSITORY}:{LMI_IMAGE_TAG}"
+
+
+def inference_groups(config: Any) -> tuple[list[Any], list[str]]:
+    """The NVIDIA groups the operator's pods can run on, and why each other NVIDIA group is left out: the CRDs have
+    no tolerations (InferenceEndpointConfig's spec.kubernetes takes initContainers, schedulerName, serviceAccountName
+    and volumes only; JumpStartModel has no pod field at all), so a group tainted NoSchedule or NoExecute never
+    takes their pods."""
+    usable, left_out = [], []
+    for group in config.hyperpod.instance_groups:
+        if accelerator_kind(group.instance_type) != "nvidia":
+            continue
+        blocking = [t.key for t in group.taints if t.effect in ("NoSchedule", "NoExecute")]
+        if blocking:
+            left_out.append(f"instance group {group.name} (taints {', '.join(blocking)}: the inference CRDs "
+                            "have no tolerations)")
+        else:
+            usable.append(group)
+    return usable, left_out
+
+
+def _placement_spec(group: Any) -> dict[str, Any]:
+    """Where an InferenceEndpointConfig's pods go (the three fields are mutually exclusive, as the CRD says):
+    ``instanceType`` for a group of one type on demand; ``instanceTypes`` (the CRD's own fallback list, "in order of
+    preference") for a flexible group; node affinity for a Spot group, so that its pods land on the group's
+    healthy nodes by the group's own labels (KubernetesConfig.Labels) as well as its types, and not on an
+    on-demand group of the same type."""
+    types = list(group.instance_types)
+    if group.capacity != "spot":
+        return {"instanceTypes": types} if len(types) > 1 else {"instanceType": group.instance_type}
+    expressions = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}]
+    expressions += [{"key": key, "operator": "In", "values": [value]}
+                    for key, value in {**HEALTHY_NODE, **group.labels}.items()]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
+
+
+def jumpstart_models(config: Any, groups: list[Any], ns: str) -> list[dict[str, Any]]:
+    """A JumpStartModel per group: JUMPSTART_MODEL_ID from the SageMaker public hub on the group's first-choice
+    type (the CRD takes one instance type), registered as a SageMaker endpoint to invoke."""
+    documents = []
+    for group in groups:
+        name = _endpoint_name("deepseek-qwen-1-5b", group)
+        documents.append({
+            "apiVersion": INFERENCE_API,
+            "kind": JUMPSTART_KIND,
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                # acceptEula is required: true accepts the model's licence, which a gated model needs.
+                "model": {"modelHubName": JUMPSTART_HUB, "modelId": JUMPSTART_MODEL_ID, "acceptEula": False},
+                "server": {"instanceType": group.instance_type},
+                "sageMakerEndpoint": {"name": name},
+                "metrics": {"enabled": True},
+            },
+        })
+    return documents
+
+
+def model_source(config: Any, fsx_file_system_id: str | None) -> dict[str, Any]:
+    """Where the custom model's weights are: the FSx for Lustre file system when its ID is given, else the first
+    bucket of addons.s3_csi (the operator needs that driver; the bucket is taken to be in the cluster's region)."""
+    if fsx_file_system_id is not None:
+        return {"modelSourceType": "fsx", "fsxStorage": {"fileSystemId": fsx_file_system_id},
+                "modelLocation": CUSTOM_MODEL_LOCATION}
+    bucket = _s3_claim(config.addons.s3_csi.bucket_arns[0])[0]
+    return {"modelSourceType": "s3", "s3Storage": {"bucketName": bucket, "region": config.region},
+            "modelLocation": CUSTOM_MODEL_LOCATION}
+
+
+# An FSx file system ID, as botocore's FSx model bounds it (shape FileSystemId: pattern ^(fs-[0-9a-f]{8,})$, 11 to 21
+# characters).
+FSX_FILE_SYSTEM_ID = re.compile(r"fs-[0-9a-f]{8,18}")
+
+
+def check_fsx_model_source(config: Any, file_system_id: str) -> None:
+    """Refuses --fsx-file-system-id where the examples could not use it, naming the option and the value."""
+    if not FSX_FILE_SYSTEM_ID.fullmatch(file_system_id):
+        raise UsageError(f"--fsx-file-system-id {file_system_id!r}: not an FSx file system ID (fs- and 8 to 18 hex "
+                         "digits, e.g. the storage stack's FileSystemId output)")
+    if not config.addons.inference_operator.enabled:
+        raise UsageError(f"--fsx-file-system-id {file_system_id}: it places the inference operator's model weights, "
+                         "and addons.inference_operator is off in the config")
+    if not config.storage.fsx_lustre.enabled:
+        raise UsageError(f"--fsx-file-system-id {file_system_id}: storage.fsx_lustre is off, so the cluster has no FSx "
+                         "CSI driver to mount the weights with")
+
+
+def endpoint_configs(config: Any, groups: list[Any], ns: str,
+                     fsx_file_system_id: str | None = None) -> list[dict[str, Any]]:
+    """An InferenceEndpointConfig per group: CUSTOM_MODEL's weights (model_source) served by the LMI image on one
+    GPU, placed on the group (_placement_spec), registered as a SageMaker endpoint to invoke."""
+    documents = []
+    for group in groups:
+        name = _endpoint_name(CUSTOM_MODEL, group)
+        gpu = {"nvidia.com/gpu": 1}
+        documents.append({
+            "apiVersion": INFERENCE_API,
+            "kind": ENDPOINT_CONFIG_KIND,
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "modelName": name,
+                "endpointName": name,
+                **_placement_spec(group),
+                "modelSourceConfig": model_source(config, fsx_file_system_id),
+                "worker": {
+                    "image": lmi_image(config.region),
+                    "resources": {"requests": dict(gpu), "limits": dict(gpu)},
+                    "modelInvocationPort": {"containerPort": LMI_PORT, "name": "http"},
+                    "modelVolumeMount": dict(MODEL_MOUNT),
+                },
+                "metrics": {"enabled": True},
+            },
+        })
+    return documents
+
+
 def smoke_test(config: Any, group: Any, acc: Accelerators, ns: str) -> list[dict[str, Any]]:
     gpus, efa = acc.gpus, acc.efa
     checks = [
@@ -518,6 +684,7 @@ def smoke_test(config: Any, group: Any, acc: Accelerators, ns: str) -> list[dict
 def render(
     config: Any, gpus: int | None = None, efa: int | None = None,
     checkpoint_interval_minutes: float = CHECKPOINT_INTERVAL_MINUTES, where: teams.Placement | None = None,
+    fsx_file_system_id: str | None = None,
 ) -> dict[str, str]:
     """File name -> manifest text for ``config``; ``gpus``/``efa`` override the table for the GPU group, and the
     training job checkpoints every ``checkpoint_interval_minutes``. With ``where`` (teams.placement) every
@@ -551,6 +718,8 @@ def render(
             f"Distributed PyTorch training with HyperPod job auto-resume, checkpointing to {on}.")
     files["inference.yaml"] = dump(
         inference(config, group, ns), f"An OpenAI-compatible vLLM server for {INFERENCE_MODEL} and its Service.")
+    if config.addons.inference_operator.enabled:
+        files.update(_operator_files(config, ns, dump, fsx_file_system_id))
     title = "Smoke test: GPUs, EFA and an NCCL all_reduce across two nodes."
     if group.instance_count < 2:
         title += (f"\n# It needs 2 nodes of {group.instance_type}; instance group {group.name} has "
@@ -562,6 +731,28 @@ def render(
             "S3 buckets as volumes (Mountpoint for Amazon S3 CSI driver): a claim per bucket, mount it in a pod.\n"
             "# Pods read and write new files; to let them delete, add `mountOptions: [allow-delete]` to the volume.")
     return files
+
+
+def _operator_files(config: Any, ns: str, dump: Any, fsx_file_system_id: str | None) -> dict[str, str]:
+    """The inference operator's two examples, for every NVIDIA group its pods can run on (inference_groups)."""
+    groups, left_out = inference_groups(config)
+    if not groups:
+        return {}
+    note = f"\n# Left out: {'; '.join(left_out)}." if left_out else ""
+    source = (f"FSx for Lustre file system {fsx_file_system_id}" if fsx_file_system_id is not None else
+              f"s3://{model_source(config, None)['s3Storage']['bucketName']}")
+    return {
+        JUMPSTART_FILE: dump(
+            jumpstart_models(config, groups, ns),
+            f"A SageMaker JumpStart model ({JUMPSTART_MODEL_ID}) served by the HyperPod inference operator, one "
+            "per GPU group.\n# The model must support the instance type (`hyp create hyp-jumpstart-endpoint` "
+            "checks it); deploy: kubectl apply -f, then\n# hpctl endpoints list / invoke / delete." + note),
+        ENDPOINT_CONFIG_FILE: dump(
+            endpoint_configs(config, groups, ns, fsx_file_system_id),
+            f"Your own weights ({CUSTOM_MODEL_SOURCE}, copied to {CUSTOM_MODEL_LOCATION}/ of {source}) served by "
+            "the HyperPod\n# inference operator with the DJL LMI image, one per GPU group. Copy the weights "
+            "first (docs/data-scientists.md)." + note),
+    }
 
 
 def stream(files: dict[str, str]) -> str:

@@ -21,7 +21,11 @@ def cmd_render_examples(args: argparse.Namespace, t: Target, clients: Any) -> in
     if not 0 < minutes < float("inf"):  # also refuses NaN
         raise UsageError(f"--checkpoint-interval-minutes must be more than zero, got {minutes:g}")
     where = teams.placement(t.cfg, args.team, args.priority)
-    files = examples.render(t.cfg, gpus=args.gpus, efa=args.efa, checkpoint_interval_minutes=minutes, where=where)
+    fsx_id = args.fsx_file_system_id
+    if fsx_id is not None:
+        examples.check_fsx_model_source(t.cfg, fsx_id)
+    files = examples.render(t.cfg, gpus=args.gpus, efa=args.efa, checkpoint_interval_minutes=minutes, where=where,
+                            fsx_file_system_id=fsx_id)
     refusal = examples.training_refusal(t.cfg, where)
     if args.out == "-":
         if args.json:  # each file's Kubernetes objects, by file name
@@ -50,7 +54,7 @@ def register(sub: Any) -> None:
         sub,
         "render-examples",
         cmd_render_examples,
-        "write the data-scientist manifests (training with auto-resume, inference, NCCL smoke test) for the config",
+        "write the data-scientist manifests (training with auto-resume, inference endpoints, NCCL smoke test) for the config",
         "hpctl render-examples --config config/prod.yaml --out my-examples\n"
         "  hpctl render-examples --config config/prod.yaml --team research --priority training --out research",
         need_config=True,
@@ -69,6 +73,11 @@ def register(sub: Any) -> None:
         metavar="M",
         help="how often the training example checkpoints, e.g. the interval `hpctl plan` gives "
         f"(default {examples.CHECKPOINT_INTERVAL_MINUTES:g})",
+    )
+    p.add_argument(
+        "--fsx-file-system-id", metavar="FS_ID",
+        help="with addons.inference_operator: the custom model's weights are on this FSx for Lustre file system (the "
+             "storage stack's FileSystemId output) instead of the first bucket of addons.s3_csi",
     )
     add_team_options(p, "render the manifests")
 
