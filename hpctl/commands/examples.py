@@ -54,7 +54,8 @@ def register(sub: Any) -> None:
         sub,
         "render-examples",
         cmd_render_examples,
-        "write the data-scientist manifests (training with auto-resume, inference endpoints, NCCL smoke test) for the config",
+        "write the data-scientist manifests (training with auto-resume, inference endpoints, NCCL smoke test) "
+        "for the config",
         "hpctl render-examples --config config/prod.yaml --out my-examples\n"
         "  hpctl render-examples --config config/prod.yaml --team research --priority training --out research",
         need_config=True,
