@@ -137,6 +137,9 @@ REFUSALS = [
     # AWS documents DISABLED | ADVANCED for the network family: BASIC is not one of them.
     ("network metric level", {"observability": {"prometheus": {"metrics": {"network": {"level": "BASIC"}}}}},
      "observability.prometheus.metrics.network.level", "BASIC"),
+    # The inference family has one level (BASIC): the inference operator's endpoints are always measured.
+    ("inference metrics off", {"observability": {"prometheus": {"metrics": {"inference": {"level": "DISABLED"}}}}},
+     "observability.prometheus.metrics.inference.level", "DISABLED"),
     ("old flat metric key", {"observability": {"prometheus": {"cluster_metrics": "BASIC"}}},
      "observability.prometheus.cluster_metrics", "BASIC"),
     ("scrape interval", {"observability": {"prometheus": {"metrics": {"node": {"scrape_interval": 0}}}}},

@@ -340,3 +340,20 @@ def test_grafana_content_refuses_a_source_that_is_no_s3_prefix_naming_the_prop(s
                        workspace_arn="arn:aws:grafana:us-west-2:111122223333:/workspaces/g-0123456789",
                        prometheus_workspace_id="ws-1", s3_source=source)
     assert refused.value.value == source
+
+
+def test_a_cluster_with_the_inference_operator_gets_the_inference_metrics_and_dashboard(all_features_synth):
+    """With addons.inference_operator on, the observability add-on collects its one inference level (BASIC, the only
+    one AWS's module sends: awslabs/awsome-distributed-training@0edaf152:.../modules/observability/eks_addon.tf) and
+    Grafana gets AWS's inference dashboard (grafana_content.DASHBOARDS, from aws/sagemaker-hyperpod-cluster-setup@
+    b920fcf4)."""
+    from infra.constructs import grafana_content
+
+    assert all_features_synth.config.addons.inference_operator.enabled
+    addon = _addon(all_features_synth, "amazon-sagemaker-hyperpod-observability")
+    configuration = json.loads(render(addon["ConfigurationValues"]))
+    assert configuration["metricsProvider"]["inferenceMetrics"] == {"level": "BASIC", "scrapeInterval": 30}
+    content = json.loads(_content(all_features_synth)["Content"])
+    (inference,) = [d for d in content["dashboards"] if d["uid"] == "aws-sm-hp-observability-inference-v1_0"]
+    assert inference["path"] == "dashboards/templates/inference.json"
+    assert inference["sha256"] in {digest for _, _, digest in grafana_content.DASHBOARDS}
