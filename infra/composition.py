@@ -443,8 +443,11 @@ def _add_addons(
     training_operator = None
     if addons_config.training_operator.enabled:
         # cert-manager comes as an EKS add-on; the config refuses the chart's cert-manager with it (AppConfig).
-        training_operator = TrainingOperator(scope, "TrainingOperator", eks_cluster=eks_cluster,
-                                             readiness_installer=readiness_installer)
+        # One cert-manager for both operators, installed by addons.cert_manager_installer()'s construct: its logical
+        # ID follows that construct and must not move once installed (AddonsConfig.cert_manager_owner).
+        training_operator = TrainingOperator(
+            scope, "TrainingOperator", eks_cluster=eks_cluster, readiness_installer=readiness_installer,
+            install_cert_manager=addons_config.cert_manager_installer() == "training_operator")
     s3_csi_driver = None
     if addons_config.s3_csi.enabled:
         s3_csi_driver = S3CsiDriver(scope, "S3CsiDriver", eks_cluster=eks_cluster,
@@ -465,20 +468,22 @@ def _add_inference_operator(
         return None
     assert s3_csi_driver is not None  # AddonsConfig refuses the operator without the driver
     cert_manager = None
-    if training_operator is not None:
-        cert_manager = training_operator.cert_manager_ready or (
-            training_operator.cert_manager.addon if training_operator.cert_manager is not None else None)
+    if training_operator is not None and training_operator.cert_manager is not None:
+        cert_manager = training_operator.cert_manager_ready or training_operator.cert_manager.addon
     if not isinstance(eks_cluster, eks.Cluster):
         raise ConfigError("addons.inference_operator.enabled", True,
                           "needs the OIDC issuer of an EKS cluster created here; with an existing eks_cluster, build "
                           "InferenceOperator yourself and pass its oidc_provider")
-    return InferenceOperator(
+    operator = InferenceOperator(
         scope, "InferenceOperator", eks_cluster=eks_cluster, hyperpod_cluster_arn=hyperpod_cluster.hyperpod_cluster_arn,
         oidc_issuer_url=eks_cluster.cluster_open_id_connect_issuer_url, access_logs=lifecycle.access_log_bucket,
         removal_policy=removal, cert_manager=cert_manager, readiness_installer=readiness_installer,
         after=[s3_csi_driver.addon], metrics_server=inference.metrics_server, addon_version=inference.addon_version,
         object_lock=config.compliance == "control_tower", event_notifications=config.compliance == "control_tower",
     )
+    if training_operator is not None and operator.cert_manager_ready is not None:
+        training_operator.wait_for_cert_manager(operator.cert_manager_ready)
+    return operator
 
 
 def _order_addons(control_plane: EksControlPlane | None, task_governance: HyperPodTaskGovernance | None,

@@ -121,6 +121,7 @@ XDIST_GROUPS: dict[str, str] = {
     "observability_rest_off_synth": "observability-rest-off",
     "admin_retention_synth": "admin-retention",
     "destroy_data_synth": "full",  # also in the design table's cover test: the auto-delete provider
+    "cert_manager_owner_synth": "full",  # compared with all_features_synth
     "autoscaling_synth": "autoscaling",
     "consumer": "consumer",
     "report": "nag-pack-fixtures",
@@ -610,6 +611,16 @@ ALL_FEATURES_CONFIG = ROOT / "config" / "all-features.yaml"
 def all_features_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
     """config/all-features.yaml as `make lint` synthesizes it: every optional feature on at once."""
     return synthesize_variant(tmp_path_factory, "all-features", yaml.safe_load(ALL_FEATURES_CONFIG.read_text()))
+
+
+@pytest.fixture(scope="session")
+def cert_manager_owner_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """config/all-features.yaml with addons.cert_manager_owner: inference_operator: the one cert-manager is the
+    inference operator's, and the training operator waits for it (what a cluster that had the inference operator
+    first deploys when it turns the training operator on)."""
+    data = yaml.safe_load(ALL_FEATURES_CONFIG.read_text())
+    data["addons"]["cert_manager_owner"] = "inference_operator"
+    return synthesize_variant(tmp_path_factory, "cert-manager-owner", data)
 
 
 @pytest.fixture(scope="session")

@@ -197,11 +197,36 @@ class InferenceOperatorConfig(StrictModel):
 MIN_GOVERNANCE_VERSION_WITH_TRAINING_OPERATOR = (1, 3, 0)
 
 
+CertManagerOwner = Literal["training_operator", "inference_operator"]
+
+
 class AddonsConfig(StrictModel):
     training_operator: TrainingOperatorConfig = TrainingOperatorConfig()
     task_governance: TaskGovernanceConfig = TaskGovernanceConfig()
     s3_csi: S3CsiConfig = S3CsiConfig()
     inference_operator: InferenceOperatorConfig = InferenceOperatorConfig()
+    # Which operator's construct installs the one cert-manager add-on both need; null: the training operator when
+    # it is on, else the inference operator. The add-on's logical ID follows its installer, and an installed
+    # add-on cannot move (CloudFormation creates the new one first, and EKS refuses a second add-on of one name):
+    # to turn the training operator on where the inference operator installed cert-manager, or the training
+    # operator off beside the inference operator, name the operator that installed it (the replacement guard
+    # refuses the move and says which).
+    cert_manager_owner: CertManagerOwner | None = None
+
+    @model_validator(mode="after")
+    def _cert_manager_owner_on(self) -> AddonsConfig:
+        owner = self.cert_manager_owner
+        if owner is not None and not getattr(self, owner).enabled:
+            raise refusal("cert_manager_owner", owner, f"addons.{owner} is off, so it installs no cert-manager")
+        return self
+
+    def cert_manager_installer(self) -> CertManagerOwner | None:
+        """The operator whose construct installs cert-manager (cert_manager_owner), None when neither is on."""
+        if self.cert_manager_owner is not None:
+            return self.cert_manager_owner
+        if self.training_operator.enabled:
+            return "training_operator"
+        return "inference_operator" if self.inference_operator.enabled else None
 
     @model_validator(mode="after")
     def _inference_needs_s3_csi(self) -> AddonsConfig:
@@ -224,17 +249,17 @@ class AddonsConfig(StrictModel):
         return self
 
     def eks_addons(self) -> list[str]:
-        """The EKS add-ons this section installs, in install order."""
+        """The EKS add-ons this section installs, in install order (cert-manager, once, before either operator)."""
         names = []
+        if self.cert_manager_installer() is not None:
+            names.append(CERT_MANAGER_ADDON)
         if self.training_operator.enabled:
-            names += [CERT_MANAGER_ADDON, TRAINING_OPERATOR_ADDON]
+            names.append(TRAINING_OPERATOR_ADDON)
         if self.s3_csi.enabled:
             names.append(S3_CSI_ADDON)
         if self.task_governance.enabled:
             names.append(TASK_GOVERNANCE_ADDON)
         if self.inference_operator.enabled:
-            if not self.training_operator.enabled:
-                names.append(CERT_MANAGER_ADDON)
             names.append(INFERENCE_OPERATOR_ADDON)
             if self.inference_operator.metrics_server:
                 names.append(METRICS_SERVER_ADDON)

@@ -52,7 +52,8 @@ class TrainingOperator(Construct):
     ``AmazonSageMakerHyperPodTrainingOperatorAccess`` (what AWS's Terraform module and console attach). With
     ``install_cert_manager`` the EKS add-on ``cert-manager`` is installed first, at ``cert_manager_version``
     (default: the version AWS's Terraform module pins, ``infra.facts.addons.CERT_MANAGER.version``; None for EKS's
-    default); pass False when the cluster already has cert-manager. Changing the version of a deployed add-on is an
+    default); pass False when the cluster already has cert-manager or another construct installs it, and give
+    ``wait_for_cert_manager`` what the operator then waits for. Changing the version of a deployed add-on is an
     update in place (AddonVersion is not among the create-only properties of cfn-lint's AWS::EKS::Addon schema).
     The EKS Pod Identity agent must be on the cluster (``EksControlPlane`` installs it). The add-ons need running
     nodes: create this after the HyperPod cluster.
@@ -89,6 +90,11 @@ class TrainingOperator(Construct):
                                f"{TRAINING_OPERATOR_POLICY}]",
                     "AWS maintains this policy for the training operator's controller as the operator gains "
                     "features; AWS's Terraform module and console install attach the same policy")
+
+    def wait_for_cert_manager(self, cert_manager: IDependable) -> None:
+        """Create the operator after ``cert_manager`` (another construct's add-on, or its readiness check): its
+        webhook certificates come from cert-manager."""
+        self.addon.node.add_dependency(cert_manager)
 
 
 class S3CsiDriver(Construct):
@@ -280,6 +286,8 @@ class InferenceOperator(Construct):
                                          version=CERT_MANAGER.version, configuration=CERT_MANAGER_CONFIGURATION)
             ready = self.cert_manager.wait_until_ready(readiness_installer) if readiness_installer else None
             cert_manager = ready or self.cert_manager.addon
+        # What another operator waits for when this construct installs cert-manager; None when it does not.
+        self.cert_manager_ready: IDependable | None = cert_manager if self.cert_manager is not None else None
         # The add-on's configuration: the keys and shape of AWS's module (${_INF}/main.tf lines 59-84).
         self.operator = EksAddon(
             self, "Addon", addon=INFERENCE_OPERATOR, eks_cluster_name=cluster_name, version=addon_version,

@@ -21,7 +21,8 @@ Two callers, one engine:
   field are listed in ``acknowledge_replacement`` (with ``deletes_data`` when data goes with it); a group
   Karpenter scales removed with its NodeClass, or autoscaling turned off unacknowledged; the removal or renaming
   of an instance group that had nodes unless the group is listed in ``hyperpod.acknowledge_group_removal``; an
-  FSx growth with another change of its stack. What it accepts it prints as a warning. A synth writes nothing
+  FSx growth with another change of its stack; an installed EKS add-on moved to another logical ID (the lock
+  records each add-on's name and logical ID). What it accepts it prints as a warning. A synth writes nothing
   to the lock: it leaves its candidate in ``cdk.out/replacement-lock.json`` (with the acknowledgements it
   accepted), and ``make deploy`` promotes it only after ``cdk deploy`` succeeded (``scripts/promote_lock.py``),
   so the lock always describes what was deployed. Writes are atomic. Without a lock (a first deploy) nothing
@@ -208,7 +209,23 @@ def snapshot(templates: Templates, project: str) -> dict[str, Any]:
                           if root_entry["Type"] in PROTECTED_TYPES and root != key and key in _reach(edges, root))
         if protects:
             entry["Protects"] = protects  # the protected resources replaced with it (their fields point at it)
-    return {"version": LOCK_VERSION, "project": project, "resources": dict(sorted(recorded.items()))}
+    snap: dict[str, Any] = {"version": LOCK_VERSION, "project": project, "resources": dict(sorted(recorded.items()))}
+    addons = _addon_keys(templates)
+    if addons:
+        snap["addons"] = addons
+    return snap
+
+
+def _addon_keys(templates: Templates) -> dict[str, str]:
+    """EKS add-on name -> ``<stack>/<logical ID>`` of the AWS::EKS::Addon that installs it (what ADDON_MOVE
+    compares). A lock written before this was recorded has none, and nothing is compared for it."""
+    keys = {}
+    for stack, template in templates.items():
+        for logical_id, resource in (template.get("Resources") or {}).items():
+            name = (resource.get("Properties") or {}).get("AddonName")
+            if resource.get("Type") == "AWS::EKS::Addon" and isinstance(name, str):
+                keys[name] = f"{stack}/{logical_id}"
+    return dict(sorted(keys.items()))
 
 
 def _reach(edges: dict[str, set[str]], start: str) -> set[str]:
@@ -257,8 +274,9 @@ def _volume_key(value: Any) -> str:
 
 REFUSE, WARN = "refuse", "warn"
 # The rules, in the order synth's guard reports them (it stops at the first rule with a refusal).
-GROUP, VERSION, ACKNOWLEDGEMENT, REPLACEMENT, AUTOSCALING, REMOVAL, FSX_GROWTH, EKS_SUBNETS = (
-    "group", "version", "acknowledgement", "replacement", "autoscaling", "removal", "fsx-growth", "eks-subnets")
+GROUP, VERSION, ACKNOWLEDGEMENT, REPLACEMENT, AUTOSCALING, REMOVAL, FSX_GROWTH, ADDON_MOVE, EKS_SUBNETS = (
+    "group", "version", "acknowledgement", "replacement", "autoscaling", "removal", "fsx-growth", "addon-move",
+    "eks-subnets")
 ACKNOWLEDGE_KEY = "acknowledge_replacement"
 
 
@@ -592,6 +610,39 @@ def autoscaling_refusals(
 # (https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html, "VPC requirements and considerations").
 # The lock does not record them (they are not create-only), so only hpctl preflight, which holds the deployed
 # templates, reports a change: a warning, since a change within the same AZs is allowed.
+# Where the config decides which construct installs an add-on, the key that keeps it where it is.
+_ADDON_OWNER_KEYS = {"cert-manager": ("addons.cert_manager_owner", {
+    "TrainingOperatorCertManager": "training_operator", "InferenceOperatorCertManager": "inference_operator"})}
+
+
+def _addon_moves(locked: dict[str, Any], current: dict[str, Any], config: AppConfig) -> list[Finding]:
+    """A refusal for each installed EKS add-on whose AWS::EKS::Addon moves to another logical ID: CloudFormation
+    creates the resource of the new ID before it deletes the old one (it deletes in the cleanup phase), and EKS
+    refuses a second add-on of a name the cluster has (CreateAddon lists ResourceInUseException in botocore's EKS
+    model; that a taken name raises it is not stated there), so the deploy fails and rolls back."""
+    before, after = locked.get("addons") or {}, current.get("addons") or {}
+    found = []
+    for name, was in before.items():
+        will = after.get(name)
+        if will is None or will == was:
+            continue
+        key, hint = "addons", "keep the construct that installs it"
+        if name in _ADDON_OWNER_KEYS:
+            key, owners = _ADDON_OWNER_KEYS[name]
+            logical_id = was.split("/", 1)[1]
+            owner = next((o for prefix, o in owners.items() if logical_id.startswith(prefix)), None)
+            if owner is not None and getattr(config.addons, owner).enabled:
+                hint = f"set {key}: {owner} to keep it where it is"
+            elif owner is not None:
+                hint = (f"keep addons.{owner} on while the other operator uses the cert-manager it installed, or "
+                        "turn both operators off in one deploy and on again in the next")
+        found.append(Finding(
+            ADDON_MOVE, REFUSE, was, key,
+            f"EKS add-on {name} would move from {was} to {will}: CloudFormation creates the new resource before it "
+            f"deletes the old one and EKS refuses a second add-on of one name, so the deploy would fail; {hint}"))
+    return found
+
+
 EKS_SUBNETS_PATH = ("ResourcesVpcConfig", "SubnetIds")
 
 
@@ -625,9 +676,10 @@ def findings(
 ) -> list[Finding]:
     """Every finding of deploying the state ``current`` over the deployed state ``locked`` (two ``snapshot``s), in
     the order of the rules (GROUP, VERSION, ACKNOWLEDGEMENT, REPLACEMENT, AUTOSCALING, REMOVAL, FSX_GROWTH,
-    EKS_SUBNETS). Refused whatever the config says: group changes HyperPod does not make, Kubernetes version steps
-    EKS does not make, left-over acknowledgements (``locked``'s ``acknowledged``, or matching nothing), groups
-    taken from Karpenter unsafely, an FSx growth with another change of its stack. Refused unless the config
+    ADDON_MOVE, EKS_SUBNETS). Refused whatever the config says: group changes HyperPod does not make, Kubernetes
+    version steps EKS does not make, left-over acknowledgements (``locked``'s ``acknowledged``, or matching
+    nothing), groups taken from Karpenter unsafely, an FSx growth with another change of its stack, an installed
+    EKS add-on moved to another logical ID. Refused unless the config
     accepts them, else warnings that say what accepted them: a replacement (its resource and field in
     ``acknowledge_replacement``, and ``deletes_data`` when data goes with it), a group with nodes removed
     (``hyperpod.acknowledge_group_removal``).
@@ -642,6 +694,7 @@ def findings(
     found += _autoscaling(locked, current, hyperpod.autoscaling.acknowledge_disable)
     found += _removals(locked, current, hyperpod.acknowledge_group_removal)
     found += _growths(locked, current)
+    found += _addon_moves(locked, current, config)
     if templates is not None:
         found += eks_subnet_findings(*templates)
     return found
@@ -660,6 +713,7 @@ _REFUSALS = {
     REMOVAL: ("removing or renaming a group terminates its nodes: ",
               ". List the group names in hyperpod.acknowledge_group_removal to confirm (compared with {lock})"),
     FSX_GROWTH: ("", " (compared with {lock})"),
+    ADDON_MOVE: ("", " (compared with {lock})"),
 }
 
 
