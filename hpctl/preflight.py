@@ -100,6 +100,7 @@ def check_addon_versions(cfg: Any, clients: Any) -> list[Check]:
     """Each pinned add-on version, and some version of each add-on the `addons` section turns on without one
     (installed at EKS's default), is offered for the cluster's Kubernetes version."""
     from infra.config import TASK_GOVERNANCE_ADDON
+    from infra.config.addons import INFERENCE_OPERATOR_ADDON
     from infra.facts.addons import CERT_MANAGER
 
     k8s = cfg.eks.version
@@ -107,9 +108,12 @@ def check_addon_versions(cfg: Any, clients: Any) -> list[Check]:
     governance = cfg.addons.task_governance
     if governance.enabled and governance.addon_version:
         pinned[TASK_GOVERNANCE_ADDON] = governance.addon_version
-    # The training operator brings cert-manager at the version AWS's module pins (infra/facts/addons.py).
-    if cfg.addons.training_operator.enabled and CERT_MANAGER.version:
+    # Either operator brings cert-manager at the version AWS's module pins (infra/facts/addons.py).
+    if cfg.addons.cert_manager_installer() is not None and CERT_MANAGER.version:
         pinned[CERT_MANAGER.name] = CERT_MANAGER.version
+    inference = cfg.addons.inference_operator
+    if inference.enabled and inference.addon_version:
+        pinned[INFERENCE_OPERATOR_ADDON] = inference.addon_version
     unpinned = [name for name in cfg.addons.eks_addons() if name not in pinned]
     if not pinned and not unpinned:
         return [Check("addon-versions", PASS, "no add-on version pinned")]

@@ -1254,3 +1254,25 @@ def test_device_plugins_warns_on_an_efa_count_the_catalog_lacks_and_follows_the_
                                          "supportedInstanceLabels": {"values": ["ml.c6i.32xlarge"]}}}
     [check] = pf.check_device_plugins(_groups_cfg("ml.c6i.32xlarge", values=own))
     assert (check.verdict, check.reason) == ("pass", "group g0 (ml.c6i.32xlarge): aws-efa-k8s-device-plugin")
+
+
+def test_the_inference_operator_and_its_cert_manager_must_be_offered_at_their_versions() -> None:
+    """Inference alone installs cert-manager at the pinned version too, and a pinned operator version is checked
+    as pinned (before, both were asked for "any version")."""
+    data = config_data()
+    data["addons"] = {"s3_csi": {"enabled": True, "bucket_arns": ["arn:aws:s3:::data"]},
+                      "inference_operator": {"enabled": True, "addon_version": "v1.1.0-eksbuild.1"}}
+    cfg = parse_config(data)
+    k8s = cfg.eks.version
+    eks, stub = stubbed("eks")
+    offered = {"cert-manager": ["v1.18.2-eksbuild.1"], "amazon-sagemaker-hyperpod-inference": ["v1.0.0-eksbuild.1"],
+               "aws-mountpoint-s3-csi-driver": ["v2.0.0-eksbuild.1"], "metrics-server": ["v0.8.0-eksbuild.1"]}
+    for name in ("amazon-sagemaker-hyperpod-inference", "cert-manager", "aws-mountpoint-s3-csi-driver",
+                 "metrics-server"):
+        stub.add_response("describe_addon_versions", _addon_page(name, offered[name], k8s),
+                          {"addonName": name, "kubernetesVersion": k8s})
+    [check] = pf.check_addon_versions(cfg, Clients(REGION, preset={"eks": eks}))
+    assert check.verdict == "fail"
+    assert check.reason == (f"not offered for Kubernetes {k8s}: amazon-sagemaker-hyperpod-inference "
+                            "v1.1.0-eksbuild.1, cert-manager v1.18.2-eksbuild.2")
+    stub.assert_no_pending_responses()
