@@ -108,6 +108,14 @@ def merge_values(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[s
     return merged
 
 
+def sent_values(instance_types: Iterable[str], values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The values this product sends the dependencies chart: ``device_plugin_values`` for the types the groups may
+    run, under the config's own ``values`` (which win); the config's alone when there is no type. What the
+    construct installs with, and what the pod-slot budget and the device-plugin check read."""
+    types = list(instance_types)
+    return merge_values(device_plugin_values(types), values or {}) if types else dict(values or {})
+
+
 @dataclass(frozen=True)
 class GroupPlugins:
     """For one instance group: the plugins that will run on its nodes, and what is wrong or unknown."""
@@ -127,7 +135,7 @@ def group_plugins(groups: Sequence[Any], values: Mapping[str, Any] | None = None
     ``pinned_chart``: the chart is the pinned revision, whose Neuron template is known (``PINNED_NEURON_TYPES``);
     for another, the Neuron plugin is taken to follow the catalog."""
     every_type = [t for g in groups for t in g.instance_types]
-    sent = merge_values(device_plugin_values(every_type), values or {})
+    sent = sent_values(every_type, values)
     selected = {device: _selected(sent, device, pinned_chart) for device in DEVICES}
     result = []
     for group in groups:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from infra.config.device_plugins import sent_values
 from infra.errors import ConfigError
 from infra.facts import addons as facts
 from infra.facts.instances import accelerator_kind, lookup
@@ -103,14 +104,17 @@ def node_pods(config: Any, instance_type: str) -> tuple[PodSlot, ...]:
         declared.append((facts.FSX_CSI, "storage.fsx_lustre.enabled"))
     if config.addons.s3_csi.enabled:
         declared.append((facts.S3_CSI, "addons.s3_csi.enabled"))
+    if (installer := config.addons.cert_manager_installer()) is not None:
+        declared.append((facts.CERT_MANAGER, f"addons.{installer}.enabled"))
     if config.addons.training_operator.enabled:
-        declared += [(facts.CERT_MANAGER, "addons.training_operator.enabled"),
-                     (facts.TRAINING_OPERATOR, "addons.training_operator.enabled")]
+        declared.append((facts.TRAINING_OPERATOR, "addons.training_operator.enabled"))
     if config.addons.task_governance.enabled:
         declared.append((facts.TASK_GOVERNANCE, "addons.task_governance.enabled"))
     slots = [PodSlot(addon.name, pod, key) for addon, key in declared
              for pod in addon.node_pods if _runs_on(pod.runs_on, instance_type)]
-    values = config.hyperpod.dependencies_chart.values
+    # The values the chart is installed with: a device plugin no group needs is off there.
+    hp = config.hyperpod
+    values = sent_values([t for g in hp.instance_groups for t in g.instance_types], hp.dependencies_chart.values)
     slots += [PodSlot("dependencies chart", pod, f"{CHART_VALUES_KEY}.{toggle}")
               for toggle, pod in facts.DEPENDENCIES_CHART_NODE_PODS
               if _chart_value_on(values, toggle) and _runs_on(pod.runs_on, instance_type)]

@@ -26,6 +26,7 @@ from infra.config.device_plugins import (
     group_plugins,
     has_device,
     merge_values,
+    sent_values,
 )
 from infra.facts.instances import CATALOG, listed_types
 from tests.conftest import Synthesized
@@ -133,6 +134,8 @@ def test_the_synthesized_release_sends_the_derived_values_under_the_configs(auto
     types = [t for g in groups for t in g.instance_types]
     assert "ml.g5.2xlarge" in types  # a fallback type: its nodes need the NVIDIA plugin too
     assert sent == merge_values(device_plugin_values(types), config.hyperpod.dependencies_chart.values)
+    # The one function the construct, the pod-slot budget and the device-plugin check read the values from.
+    assert sent == sent_values(types, config.hyperpod.dependencies_chart.values)
     rendered = selection(render(helm, chart_dir, sent), types)
     by_group = {g.name: tuple(d for d in DEVICES if any(t in rendered[d] for t in g.instance_types)) for g in groups}
     assert by_group == {p.group: p.plugins for p in group_plugins(groups, config.hyperpod.dependencies_chart.values)}

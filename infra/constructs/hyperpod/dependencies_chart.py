@@ -13,7 +13,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.config import ChartConfig
-from infra.config.device_plugins import device_plugin_values, merge_values
+from infra.config.device_plugins import sent_values
 from infra.constructs.helm_release import HANDLER_DIR, HELM_TIMEOUT_MINUTES, ChartSource, HelmInstaller, HelmRelease
 from infra.errors import ConfigError
 from infra.runtime.chart_installer.handler.charts import VENDOR_LOCK
@@ -105,8 +105,7 @@ class HyperPodDependenciesChart(Construct):
             release_name=RELEASE_NAME,
             namespace=NAMESPACE,
             chart=chart_source(self, chart, allow_paths_outside_project=allow_paths_outside_project),
-            values=merge_values(device_plugin_values(instance_types), chart.values) if instance_types
-            else chart.values,
+            values=sent_values(instance_types, chart.values),
             # Installed before the HyperPod cluster, when the EKS cluster has no node: its operators'
             # Deployments cannot be ready yet, so helm must not wait for them (AWS installs it the same way).
             wait=False,
