@@ -89,6 +89,11 @@ ENDPOINT_CONFIG_FILE = "inference-endpoint.yaml"
 # 011ca927123e02b35a399935bbb3ab1905fe33c7: examples/end_to_end_walkthrough/02-inference-deployment/
 # 00-jumpstart-endpoint.md: MODEL_ID, and 01-custom-model-endpoint.md: TinyLlama's weights synced to S3 under
 # CHECKPOINT_DIR, served by the DJL LMI image on port 8080 with the weights mounted as modelmount).
+# The fields set are those AWS's own templates for `hyp create` write (aws/sagemaker-hyperpod-cli@011ca927:
+# hyperpod-jumpstart-inference-template/.../v1_2/template.py and hyperpod-custom-inference-template/.../v1_2/
+# template.py), less their empty strings (an empty tlsCertificateOutputS3Uri fails the CRD's pattern). Per-endpoint
+# metrics (metrics.enabled) are what the observability add-on's inference family reads
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-model-deployment-observability.html).
 JUMPSTART_MODEL_ID = "deepseek-llm-r1-distill-qwen-1-5b"
 JUMPSTART_HUB = "SageMakerPublicHub"  # the CRD's default modelHubName
 CUSTOM_MODEL = "tinyllama"
@@ -545,6 +550,8 @@ def model_source(config: Any, fsx_file_system_id: str | None) -> dict[str, Any]:
     """Where the custom model's weights are: the FSx for Lustre file system when its ID is given, else the first
     bucket of addons.s3_csi (the operator needs that driver; the bucket is taken to be in the cluster's region)."""
     if fsx_file_system_id is not None:
+        # The CRD requires fileSystemId only; AWS's custom template also sends dnsName and mountName, which this
+        # rendering cannot know offline: unverified that the operator mounts without them.
         return {"modelSourceType": "fsx", "fsxStorage": {"fileSystemId": fsx_file_system_id},
                 "modelLocation": CUSTOM_MODEL_LOCATION}
     bucket = _s3_claim(config.addons.s3_csi.bucket_arns[0])[0]
