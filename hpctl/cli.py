@@ -14,6 +14,7 @@ from hpctl.commands import (
     access,
     deploy,
     destroy,
+    endpoints,
     examples,
     jobs,
     kubeconfig,
@@ -41,7 +42,8 @@ from hpctl.target import resolve
 MakeClients = Callable[[str, str | None], Any]
 
 # In the order `hpctl --help` lists their commands.
-FAMILIES = (watch, monitoring, quotas, access, recover, software, kubeconfig, deploy, destroy, examples, jobs, plan)
+FAMILIES = (watch, monitoring, quotas, access, recover, software, kubeconfig, deploy, destroy, examples, jobs,
+            endpoints, plan)
 
 DESCRIPTION = """Day-2 operations for a SageMaker HyperPod cluster orchestrated by Amazon EKS.
 

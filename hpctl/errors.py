@@ -45,7 +45,7 @@ _EXIT_MEANINGS = {
 _AWS = _EXIT_MEANINGS[EXIT_AWS]
 _USAGE = "usage or configuration error"
 _CONFIRM = f"{_USAGE} (also: confirmation needed but stdin is not a terminal)"
-_KUBE = f"{_AWS}; also the Kubernetes API refusing a call, a job not found, or the API server unreachable"
+_KUBE = f"{_AWS}; also the Kubernetes API refusing a call, a job or endpoint not found, or the API server unreachable"
 # The codes each command can return and what they mean there, for its --help. A command not listed shows them all.
 COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
     "clusters": {EXIT_USAGE: _USAGE, EXIT_AWS: _AWS},
@@ -74,12 +74,15 @@ COMMAND_EXIT_CODES: dict[str, dict[int, str]] = {
     "plan": {EXIT_USAGE: _USAGE, EXIT_AWS: f"{_AWS} (--from-events)"},
     "monitoring": {EXIT_USAGE: f"{_USAGE} (also: observability is off in the config)",
                    EXIT_AWS: f"{_AWS} (also: the observability stack is not deployed)"},
-    # hpctl jobs SUBCOMMAND (the names are the subcommands'): the Kubernetes API's refusals count as AWS errors.
+    # hpctl jobs and hpctl endpoints SUBCOMMAND (the names are the subcommands'): the Kubernetes API's refusals count
+    # as AWS errors.
     "submit": {EXIT_FAILED: "a job of the file exists already", EXIT_USAGE: f"{_USAGE} (also: a kind jobs does not "
                "submit)", EXIT_AWS: _KUBE},
     "list": {EXIT_USAGE: _USAGE, EXIT_AWS: _KUBE},
-    "describe": {EXIT_USAGE: f"{_USAGE} (also: the name matches jobs in several namespaces or kinds)",
+    "describe": {EXIT_USAGE: f"{_USAGE} (also: the name matches objects in several namespaces or kinds)",
                  EXIT_AWS: _KUBE},
+    "invoke": {EXIT_USAGE: f"{_USAGE} (also: a --body that is not JSON with a JSON --content-type)",
+               EXIT_AWS: f"{_KUBE}; also the SageMaker endpoint not registered or not InService yet"},
     "logs": {EXIT_USAGE: f"{_USAGE} (also: --rank of an MPIJob)", EXIT_AWS: _KUBE},
     "delete": {EXIT_FAILED: "the prompt was answered no", EXIT_USAGE: _CONFIRM, EXIT_AWS: _KUBE},
 }

@@ -296,7 +296,14 @@ def list_records(cluster: Cluster, config: Any, where: list[str] | None) -> list
 def find(cluster: Cluster, config: Any, name: str, where: list[str] | None,
          kind: str | None = None) -> tuple[JobKind, dict[str, Any]]:
     """The one job called ``name`` (of ``kind``) in ``where``; exit 3 when none, UsageError when several."""
-    kinds = [KINDS[kind]] if kind else available_kinds(config)
+    return find_object(cluster, name, where, [KINDS[kind]] if kind else available_kinds(config), kind or "job",
+                       "hpctl jobs list")
+
+
+def find_object(cluster: Cluster, name: str, where: list[str] | None, kinds: list[JobKind], noun: str,
+                lister: str) -> tuple[JobKind, dict[str, Any]]:
+    """The one custom object called ``name`` of ``kinds`` in ``where`` (None: every namespace); exit 3 naming
+    ``lister`` when none, UsageError when several (jobs and hpctl/endpoints.py share it)."""
     found: list[tuple[JobKind, dict[str, Any]]] = []
     for job_kind in kinds:
         if where is None:
@@ -309,11 +316,11 @@ def find(cluster: Cluster, config: Any, name: str, where: list[str] | None,
                 found.append((job_kind, job))
     if not found:
         places = ", ".join(where) if where else "any namespace"
-        raise HpctlError(f"no {kind or 'job'} {name!r} in {places} ({', '.join(k.kind for k in kinds)}); "
-                         "pass --namespace or --team, or list them with hpctl jobs list", EXIT_AWS)
+        raise HpctlError(f"no {noun} {name!r} in {places} ({', '.join(k.kind for k in kinds)}); "
+                         f"pass --namespace or --team, or list them with {lister}", EXIT_AWS)
     if len(found) > 1:
         many = ", ".join(f"{k.kind} {j['metadata'].get('namespace')}/{name}" for k, j in found)
-        raise UsageError(f"{name!r} names several jobs ({many}): pass --kind or --namespace")
+        raise UsageError(f"{name!r} names several {noun}s ({many}): pass --kind or --namespace")
     return found[0]
 
 

@@ -205,3 +205,16 @@ def test_the_stored_default_rendering_has_no_operator_files():
     """config/default.yaml leaves the operator off: examples/ (kept current by test_examples.py) has neither."""
     assert not (ROOT / "examples" / examples.JUMPSTART_FILE).exists()
     assert not (ROOT / "examples" / examples.ENDPOINT_CONFIG_FILE).exists()
+
+
+def test_hpctl_endpoints_reads_the_rendered_examples_back():
+    """What render-examples writes is what hpctl endpoints finds the SageMaker endpoint and placement of."""
+    from hpctl import endpoints
+
+    config = config_with([{**GROUP, "name": "flex", "fallback_instance_types": ["ml.g5.12xlarge"]}])
+    for documents in operator_documents(examples.render(config)).values():
+        (doc,) = documents
+        record = endpoints.record(doc)
+        assert record["sagemaker_endpoint"] == doc["metadata"]["name"]
+        assert record["state"] == "Pending"  # no status until the operator writes one
+        assert record["instance_type"] in ("ml.g5.8xlarge", "ml.g5.8xlarge,ml.g5.12xlarge")

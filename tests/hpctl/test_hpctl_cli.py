@@ -42,6 +42,7 @@ def test_every_command_is_there() -> None:
                 "pre-destroy",
                 "render-examples",
                 "jobs",
+                "endpoints",
                 "plan",
             ]
         )
@@ -175,7 +176,8 @@ def test_clients_use_retries_with_backoff() -> None:
 
 # --- command families and shared options ---------------------------------------------------------
 # What a command needs besides the shared options before it parses.
-REQUIRED = {"connect": ["i-0123456789abcdef0"], "plan": ["--checkpoint-gib", "5"], "jobs": ["list"]}
+REQUIRED = {"connect": ["i-0123456789abcdef0"], "plan": ["--checkpoint-gib", "5"], "jobs": ["list"],
+            "endpoints": ["list"]}
 SHARED = ["--cluster", "c1", "--config", "other.yaml", "--region", "eu-west-1", "--profile", "ops", "--json", "--debug"]
 SHARED_VALUES = {
     "cluster": "c1",

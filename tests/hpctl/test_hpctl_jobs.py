@@ -12,79 +12,21 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
-from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, cluster_description, config_data, stubbed
+from hpctl_testkit import CLUSTER, CLUSTER_ARN, REGION, config_data, stubbed
+from kube_fake import EKS_ARN, EKS_NAME, aws_clients, aws_clients_and_stub, listing
 
 from hpctl import examples
 from hpctl.commands import terminal
 from infra.config import parse_config
 
-EKS_NAME = "hp-eks"
-EKS_ARN = f"arn:aws:eks:{REGION}:123456789012:cluster/{EKS_NAME}"
 TEAM_NS = "hyperpod-ns-research"
 T0 = "2026-12-04T10:00:00Z"
 S3_BUCKET = {"enabled": True, "bucket_arns": ["arn:aws:s3:::ckpt"]}
-
-
-class FakeApiServer:
-    """Routes (method, path) to (status, body); records each request (method, path, query, body, headers)."""
-
-    def __init__(self) -> None:
-        self.routes: dict[tuple[str, str], tuple[int, Any]] = {}
-        self.requests: list[dict[str, Any]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _answer(self) -> None:
-                url = urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length)) if length else None
-                server.requests.append({"method": self.command, "path": url.path, "query": parse_qs(url.query),
-                                        "body": body, "authorization": self.headers.get("Authorization")})
-                status, answer = server.routes.get((self.command, url.path), (404, not_found(url.path)))
-                data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain" if isinstance(answer, str) else "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = do_DELETE = _answer
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-    def on(self, method: str, path: str, body: Any, status: int = 200) -> None:
-        self.routes[(method, path)] = (status, body)
-
-    def sent(self, method: str | None = None) -> list[dict[str, Any]]:
-        return [r for r in self.requests if method is None or r["method"] == method]
-
-
-def not_found(what: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": f"{what} not found",
-            "reason": "NotFound", "code": 404}
-
-
-def listing(kind: str, items: list[dict[str, Any]], api_version: str = "v1") -> dict[str, Any]:
-    return {"apiVersion": api_version, "kind": f"{kind}List", "metadata": {"resourceVersion": "7"}, "items": items}
 
 
 def pytorch_job(name: str, ns: str, conditions: list[dict[str, Any]], labels: dict[str, str] | None = None) -> dict:
@@ -107,29 +49,6 @@ def pod(name: str, ns: str, labels: dict[str, str], node: str | None, restarts: 
                                                                   "started": True}]}}
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeApiServer]:
-    server = FakeApiServer()
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def kubeconfig(fake: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A kubeconfig whose current context is the fake server, with a static token."""
-    path = tmp_path / "kube" / "config"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "hp",
-        "clusters": [{"name": "hp", "cluster": {"server": fake.url}}],
-        "users": [{"name": "me", "user": {"token": "k8s-aws-v1.test-token"}}],
-        "contexts": [{"name": "hp", "context": {"cluster": "hp", "user": "me"}},
-                     {"name": "other", "context": {"cluster": "elsewhere", "user": "me"}}],
-    }) + "", encoding="utf-8")
-    monkeypatch.setenv("KUBECONFIG", str(path))
-    return path
-
-
 def governed_config(**addons: Any) -> dict[str, Any]:
     data = config_data()
     data["addons"] = {
@@ -146,22 +65,6 @@ def governed_config(**addons: Any) -> dict[str, Any]:
 @pytest.fixture
 def governed(write_config: Any) -> Path:
     return write_config(governed_config())
-
-
-def aws_clients(endpoint: str) -> dict[str, Any]:
-    return aws_clients_and_stub(endpoint)[0]
-
-
-def aws_clients_and_stub(endpoint: str) -> tuple[dict[str, Any], Any]:
-    """SageMaker and EKS stubbed: the HyperPod cluster's EKS cluster, whose endpoint is ``endpoint``; and the
-    SageMaker Stubber, for more answers."""
-    sm, sm_stub = stubbed("sagemaker")
-    sm_stub.add_response("describe_cluster", cluster_description(Orchestrator={"Eks": {"ClusterArn": EKS_ARN}}),
-                         {"ClusterName": CLUSTER})
-    eks, eks_stub = stubbed("eks")
-    eks_stub.add_response("describe_cluster", {"cluster": {"name": EKS_NAME, "arn": EKS_ARN, "endpoint": endpoint}},
-                          {"name": EKS_NAME})
-    return {"sagemaker": sm, "eks": eks}, sm_stub
 
 
 # --- team queues ---------------------------------------------------------------------------------------------------
