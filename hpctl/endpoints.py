@@ -21,14 +21,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from hpctl.errors import EXIT_AWS, HpctlError, UsageError
+from hpctl.examples import ENDPOINT_CONFIG_KIND, INFERENCE_API, INFERENCE_GROUP, INFERENCE_VERSION, JUMPSTART_KIND
 from hpctl.jobs import Cluster, JobKind, age, find_object, team_of
 
-GROUP = "inference.sagemaker.aws.amazon.com"
-VERSION = "v1"
-API_VERSION = f"{GROUP}/{VERSION}"
-# JobKind's pod label is not used for these kinds: an endpoint's pods are found by its status.selector.
-JUMPSTART = JobKind("JumpStartModel", GROUP, VERSION, "jumpstartmodels", "")
-ENDPOINT_CONFIG = JobKind("InferenceEndpointConfig", GROUP, VERSION, "inferenceendpointconfigs", "")
+GROUP, VERSION, API_VERSION = INFERENCE_GROUP, INFERENCE_VERSION, INFERENCE_API
+# JobKind's pod label is not used for these kinds: an endpoint's pods are found by its status.selector. The plurals
+# are the CRDs' spec.names.plural.
+JUMPSTART = JobKind(JUMPSTART_KIND, GROUP, VERSION, "jumpstartmodels", "")
+ENDPOINT_CONFIG = JobKind(ENDPOINT_CONFIG_KIND, GROUP, VERSION, "inferenceendpointconfigs", "")
 KINDS = {k.kind: k for k in (JUMPSTART, ENDPOINT_CONFIG)}
 # DescribeEndpoint's EndpointStatus when the endpoint takes requests (botocore's sagemaker model, EndpointStatus).
 IN_SERVICE = "InService"

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from hpctl import endpoints, teams
+from hpctl import teams
 from hpctl.errors import UsageError
 from infra.facts.instances import accelerator_kind, lookup
 
@@ -76,11 +76,14 @@ TRAINING_FILE = "pytorchjob-auto-resume.yaml"
 REGENERATE = "hpctl render-examples --config config/default.yaml --out examples"
 RENDERED_MARK = "Rendered by `hpctl render-examples`"  # in every file it writes; marks the ones it may remove
 
-# The HyperPod inference operator's custom resources (addons.inference_operator on), in the version their CRDs store
-# (hpctl/endpoints.py, which reads them back; the examples are validated against the stored CRDs).
-INFERENCE_API = endpoints.API_VERSION
-JUMPSTART_KIND = endpoints.JUMPSTART.kind
-ENDPOINT_CONFIG_KIND = endpoints.ENDPOINT_CONFIG.kind
+# The HyperPod inference operator's custom resources (addons.inference_operator on), in the version their CRDs store:
+# aws/sagemaker-hyperpod-cli@a00b22d17ea928a6e39a43bd2efdafe01b1005ea (the pinned chart): helm_chart/HyperPodHelmChart/
+# charts/inference-operator/config/crd/ (stored in tests/contract/pinned; the examples are validated against them).
+# hpctl/endpoints.py reads them back with these names.
+INFERENCE_GROUP, INFERENCE_VERSION = "inference.sagemaker.aws.amazon.com", "v1"
+INFERENCE_API = f"{INFERENCE_GROUP}/{INFERENCE_VERSION}"
+JUMPSTART_KIND = "JumpStartModel"
+ENDPOINT_CONFIG_KIND = "InferenceEndpointConfig"
 JUMPSTART_FILE = "jumpstart-model.yaml"
 ENDPOINT_CONFIG_FILE = "inference-endpoint.yaml"
 # A catalog model and a model of one's own weights, as AWS's walk-throughs deploy them (aws/sagemaker-hyperpod-cli@

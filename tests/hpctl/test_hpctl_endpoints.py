@@ -298,3 +298,11 @@ def test_the_fakes_are_the_crds_shapes():
     assert any(e.startswith("status.state: 'Serving' is not one of") for e in crds.errors(bad))
     assert json.dumps(jumpstart_model())  # serializable as the API server sends it
     assert CLUSTER and EKS_ARN  # the cluster the stubs describe
+
+
+@pytest.mark.parametrize("kind", sorted(endpoints.KINDS))
+def test_the_kinds_are_the_crds_names(kind: str):
+    spec = crds.crd(kind)["spec"]
+    assert (spec["group"], spec["names"]["kind"], spec["names"]["plural"]) == (
+        endpoints.KINDS[kind].group, kind, endpoints.KINDS[kind].plural)
+    assert f"{spec['group']}/{endpoints.VERSION}" == crds.stored_version(kind)
