@@ -283,6 +283,7 @@ def _hyperpod(
         eks_cluster_name=_literal_eks_cluster_name(config, existing),
         allow_paths_outside_project=hp.allow_paths_outside_project,
         instance_types=[t for g in hp.instance_groups for t in g.instance_types],
+        log_and_trace_waiter=config.compliance == "control_tower",
     )
     # Each group with its volume encryption resolved; the key exists only when a group uses it.
     groups = [g.model_copy(update={"volume_encryption": hp.group_volume_encryption(g)}) for g in hp.instance_groups]
@@ -522,6 +523,7 @@ def _add_storage(
         eks_cluster_security_group=api_security_group, purpose="shared storage chart installer",
         installs="the shared storage Helm chart", log_retention=log_retention,
         removal_policy=removal_policy, eks_cluster_name=eks_cluster_name_literal,
+        log_and_trace_waiter=config.compliance == "control_tower",
     )
     release = HelmRelease(
         scope, "SharedStorageRelease", installer=installer, release_name=STORAGE_RELEASE_NAME,

@@ -122,6 +122,7 @@ XDIST_GROUPS: dict[str, str] = {
     "admin_retention_synth": "admin-retention",
     "destroy_data_synth": "full",  # also in the design table's cover test: the auto-delete provider
     "cert_manager_owner_synth": "full",  # compared with all_features_synth
+    "governed_all_features_synth": "full",
     "autoscaling_synth": "autoscaling",
     "consumer": "consumer",
     "report": "nag-pack-fixtures",
@@ -621,6 +622,18 @@ def cert_manager_owner_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthe
     data = yaml.safe_load(ALL_FEATURES_CONFIG.read_text())
     data["addons"]["cert_manager_owner"] = "inference_operator"
     return synthesize_variant(tmp_path_factory, "cert-manager-owner", data)
+
+
+@pytest.fixture(scope="session")
+def governed_all_features_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """config/all-features.yaml with `compliance: control_tower`, less what the switch refuses (a public EKS
+    endpoint): every feature's resources under the controls, the inference TLS buckets included. About a second
+    more in the worker that built all_features_synth (one process synthesizes the second app faster)."""
+    data = yaml.safe_load(ALL_FEATURES_CONFIG.read_text())
+    data["compliance"] = "control_tower"
+    data["eks"]["endpoint"] = "private"
+    data["eks"].pop("public_access_cidrs", None)
+    return synthesize_variant(tmp_path_factory, "governed-all-features", data)
 
 
 @pytest.fixture(scope="session")

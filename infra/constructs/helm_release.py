@@ -131,9 +131,12 @@ class HelmInstaller(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
         eks_cluster_name: str | None = None,
+        log_and_trace_waiter: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.eks_cluster = eks_cluster
+        # The readiness provider's waiter state machine logged and traced (logged_provider; compliance: control_tower).
+        self._log_and_trace_waiter = log_and_trace_waiter
         # A cluster of another stack is a reference that has no name until synthesis; IAM statements whose cdk-nag
         # acknowledgment must name their ARN use the name when the caller knows it.
         self.eks_cluster_name = eks_cluster_name or eks_cluster.cluster_name
@@ -265,6 +268,7 @@ class HelmInstaller(Construct):
                 query_interval=Duration.seconds(READINESS_QUERY_INTERVAL_SECONDS),
                 total_timeout=Duration.seconds(READINESS_TOTAL_TIMEOUT_SECONDS),
                 log_retention=self._log_retention, removal_policy=self._removal_policy,
+                log_and_trace_waiter=self._log_and_trace_waiter,
             )
         return self._readiness_provider
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from infra.constructs.common import acknowledge, nag_name
 
@@ -34,7 +36,7 @@ def runtime_code() -> lambda_.Code:
 def logged_provider(
     scope: Construct, *, on_event: lambda_.IFunction, log_retention: logs.RetentionDays, removal_policy: RemovalPolicy,
     is_complete: lambda_.IFunction | None = None, query_interval: Duration | None = None,
-    total_timeout: Duration | None = None,
+    total_timeout: Duration | None = None, log_and_trace_waiter: bool = False,
 ) -> cr.Provider:
     """A ``Provider`` (ID ``Provider``) for ``on_event``, its framework functions logging to a group of ours
     (ID ``ProviderLogs``), and the framework's cdk-nag findings acknowledged on the resource they are on.
@@ -45,8 +47,17 @@ def logged_provider(
     runtime/framework.js).
 
     The framework functions and the waiter are aws-cdk-lib's: their policies, their permission to invoke our
-    functions, their runtime and the waiter's logging and tracing are not ours to change, so each finding on
-    them is acknowledged with the reason.
+    functions and their runtime are not ours to change, so each finding on them is acknowledged with the reason.
+
+    ``log_and_trace_waiter`` (``compliance: control_tower``: AWS Control Tower's CT.STEPFUNCTIONS.PR.1 and .2): the
+    waiter state machine logs its events (ALL, without execution data) to a log group of ours (ID ``WaiterLogs``,
+    a local reference as the control's template check wants; ``waiterStateMachineLogOptions``, aws-cdk-lib 2.275.0
+    provider.d.ts), and
+    is traced by X-Ray: Provider has no tracing setting, so ``TracingConfiguration.Enabled`` is set on its
+    ``AWS::StepFunctions::StateMachine`` with the X-Ray actions aws-cdk-lib's own ``StateMachine`` grants for
+    ``tracingEnabled`` (aws-stepfunctions/lib/state-machine.js, buildTracingConfiguration). Neither property is
+    create-only (cfn-lint's AWS::StepFunctions::StateMachine schema), so turning the switch on updates the waiter
+    in place.
     """
     provider = cr.Provider(
         scope, "Provider",
@@ -62,7 +73,12 @@ def logged_provider(
         # start writing chart values to the log group. The waiter's execution history stays off
         # (disableWaiterStateMachineLogging, default true).
         framework_lambda_logging_level=lambda_.ApplicationLogLevel.FATAL,
-        disable_waiter_state_machine_logging=True if is_complete is not None else None,
+        disable_waiter_state_machine_logging=(not log_and_trace_waiter) if is_complete is not None else None,
+        waiter_state_machine_log_options=cr.LogOptions(
+            destination=logs.LogGroup(scope, "WaiterLogs", retention=log_retention, removal_policy=removal_policy),
+            # ALL, which cdk-nag's AwsSolutions-SF1 asks for (CT.STEPFUNCTIONS.PR.1 takes ERROR or ALL); without
+            # execution data (includeExecutionData, default false): no input or output of a check is logged.
+            level=sfn.LogLevel.ALL) if log_and_trace_waiter and is_complete is not None else None,
     )
     framework = ["framework-onEvent"] + (["framework-isComplete", "framework-onTimeout"] if is_complete else [])
     invoked = [on_event] + ([is_complete] if is_complete else [])
@@ -88,9 +104,31 @@ def logged_provider(
             acknowledge(waiter, f"AwsSolutions-IAM5[Resource::{nag_name(scope, arn)}:*]",
                         "The framework's waiter state machine invokes its isComplete and onTimeout functions and "
                         "their versions (aws-cdk-lib's Provider).")
-        acknowledge(waiter, "AwsSolutions-SF1",
-                    "aws-cdk-lib's waiter has one task, the framework's isComplete function, which logs every call "
-                    "to ProviderLogs; its own logging would need logs:* on '*' for the role.")
-        acknowledge(waiter, "AwsSolutions-SF2",
-                    "The waiter state machine is aws-cdk-lib's; Provider offers no X-Ray tracing setting for it.")
+        if log_and_trace_waiter:
+            _trace(waiter)
+        else:
+            acknowledge(waiter, "AwsSolutions-SF1",
+                        "aws-cdk-lib's waiter has one task, the framework's isComplete function, which logs every "
+                        "call to ProviderLogs; its own logging would need logs:* on '*' for the role (compliance: "
+                        "control_tower turns it on).")
+            acknowledge(waiter, "AwsSolutions-SF2",
+                        "The waiter state machine is aws-cdk-lib's; Provider offers no X-Ray tracing setting for it "
+                        "(compliance: control_tower sets it on the resource).")
     return provider
+
+
+# What aws-cdk-lib 2.275.0's StateMachine grants its role for tracingEnabled (aws-stepfunctions/lib/state-machine.js,
+# buildTracingConfiguration): X-Ray's trace and sampling actions, which take no resource.
+XRAY_ACTIONS = ["xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules",
+                "xray:GetSamplingTargets"]
+
+
+def _trace(waiter: IConstruct) -> None:
+    """X-Ray tracing on the Provider framework's waiter state machine, with its role's permission."""
+    machine: sfn.CfnStateMachine = waiter.node.find_child("Resource")  # type: ignore[assignment]
+    machine.tracing_configuration = sfn.CfnStateMachine.TracingConfigurationProperty(enabled=True)
+    role: iam.Role = waiter.node.find_child("Role")  # type: ignore[assignment]
+    role.add_to_policy(iam.PolicyStatement(sid="XRayTracing", actions=XRAY_ACTIONS, resources=["*"]))
+    acknowledge(role, "AwsSolutions-IAM5[Resource::*]",
+                "X-Ray's trace and sampling actions take no resource (aws-cdk-lib grants them on '*' for a traced "
+                "state machine), and Step Functions' log delivery actions likewise (aws-cdk-lib's waiter).")

@@ -72,12 +72,14 @@ CONTROLS: tuple[Control, ...] = (
             "written out or a Ref of a subnet in the same template; a Control Tower hook sees the resolved IDs)",
             "nothing yet", _never),
     Control("ct-stepfunctions-pr-1", "CT.STEPFUNCTIONS.PR.1", "Step Functions state machine logs",
-            "the readiness wait's state machine (aws-cdk-lib's Provider framework)", "not yet met by the switch: "
-            "the Provider framework's waiter state machine needs a log group and its role the log-delivery "
-            "permissions", "nothing yet", _never),
+            "the readiness wait's state machine (aws-cdk-lib's Provider framework)", "its execution history is "
+            "logged to a log group of its own only with the switch: the role then needs Step Functions' log "
+            "delivery actions on '*'",
+            SWITCH + " (its events, without execution data, to a retained, KMS-encrypted log group)", _governed),
     Control("ct-stepfunctions-pr-2", "CT.STEPFUNCTIONS.PR.2", "Step Functions state machine traced by X-Ray",
-            "the readiness wait's state machine (aws-cdk-lib's Provider framework)", "not yet met by the switch: "
-            "tracing needs X-Ray permissions on the framework's role", "nothing yet", _never),
+            "the readiness wait's state machine (aws-cdk-lib's Provider framework)", "X-Ray tracing only with the "
+            "switch: aws-cdk-lib's Provider has no setting for it, so the switch sets it on the resource with the "
+            "X-Ray actions aws-cdk-lib grants a traced state machine", SWITCH, _governed),
     Control("ct-eks-pr-1", "CT.EKS.PR.1", "EKS API endpoint not public", "the EKS cluster with "
             "`eks.endpoint: public_and_private`", "a public endpoint is a choice of the config",
             "`eks.endpoint: private` (the default; " + SWITCH + " refuses any other)",

@@ -75,7 +75,8 @@ def listed_off(config) -> set[str]:
     return {rule_names()[rule_file] for rule_file in disabled_rules(config)}
 
 
-@pytest.mark.parametrize("variant", ["default_synth", "all_features_synth", "governed_synth"])
+@pytest.mark.parametrize("variant", ["default_synth", "all_features_synth", "governed_synth",
+                                     "governed_all_features_synth"])
 def test_a_config_fails_only_the_controls_listed_as_not_met_by_it(variant, request):
     """One run with every control on: what fails is a subset of what the list turns off for that config, so the
     gate (`make lint`, the same plugin less the listed controls) passes and no control is off unlisted."""
@@ -84,9 +85,13 @@ def test_a_config_fails_only_the_controls_listed_as_not_met_by_it(variant, reque
     assert failing, "the controls found nothing: the plugin did not check these templates"
     assert set(failing) <= listed_off(synth.config), {k: v for k, v in failing.items()
                                                       if k not in listed_off(synth.config)}
-    if variant == "default_synth":
-        # The list is not stale: every control it turns off for the default config fails there.
+    if variant in ("default_synth", "governed_synth"):
+        # The list is not stale: every control it turns off for these configs fails there.
         assert set(failing) == listed_off(synth.config)
+    if variant.startswith("governed"):
+        # What the switch meets holds: only the controls nothing in the product meets stay off.
+        assert listed_off(synth.config) == {rule_names()[c.rule_file] for c in CONTROLS if c.met_by.startswith(
+            "nothing")}
 
 
 def test_the_defaults_meet_the_cheap_controls(default_synth):
@@ -111,7 +116,30 @@ def test_the_defaults_meet_the_cheap_controls(default_synth):
     assert "ObjectLockEnabled" not in lifecycle["Properties"]
 
 
-def test_the_switch_turns_on_object_lock_and_event_notifications_and_nothing_else(governed_synth, default_synth):
+def test_the_switch_logs_and_traces_the_readiness_waiter(governed_synth, default_synth):
+    """CT.STEPFUNCTIONS.PR.1/.2: the waiter logs to a retained log group of its stack, encrypted with the stack's
+    logs key, and is traced; its role may deliver logs and traces. Without the switch it does neither."""
+    for synth, governed in ((governed_synth, True), (default_synth, False)):
+        resources = synth.template("hyperpod")["Resources"]
+        (machine,) = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::StepFunctions::StateMachine"]
+        if not governed:
+            assert "LoggingConfiguration" not in machine and "TracingConfiguration" not in machine
+            continue
+        assert machine["TracingConfiguration"] == {"Enabled": True}
+        logging = machine["LoggingConfiguration"]
+        assert logging["Level"] == "ALL" and logging["IncludeExecutionData"] is False
+        ((group_id, _),) = [d["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"] for d in logging["Destinations"]]
+        group = resources[group_id]
+        assert group["DeletionPolicy"] == "Retain" and resources[group["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]][
+            "Type"] == "AWS::KMS::Key"
+        actions = {a for r in resources.values() if r["Type"] == "AWS::IAM::Policy"
+                   for st in r["Properties"]["PolicyDocument"]["Statement"] for a in
+                   ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])}
+        assert {"xray:PutTraceSegments", "logs:CreateLogDelivery"} <= actions
+
+
+def test_the_switch_turns_on_object_lock_event_notifications_and_the_waiters_logs_and_nothing_else(
+        governed_synth, default_synth):
     buckets = governed_synth.resources("hyperpod", "AWS::S3::Bucket")
     assert len(buckets) == 2
     for logical_id, bucket in buckets.items():
@@ -122,11 +150,20 @@ def test_the_switch_turns_on_object_lock_and_event_notifications_and_nothing_els
     assert set(governed_synth.templates) == set(default_synth.templates)
     for name, template in governed_synth.templates.items():
         resources = json.loads(json.dumps(template["Resources"]))
-        for bucket in resources.values():
+        for logical_id in list(resources):
+            bucket = resources[logical_id]
             if bucket["Type"] == "AWS::S3::Bucket":
                 bucket["Properties"].pop("NotificationConfiguration")
                 bucket["Properties"].pop("ObjectLockEnabled", None)
-        assert resources == default_synth.templates[name]["Resources"], name
+            # The readiness waiter's logging and tracing (test_the_switch_logs_and_traces_the_readiness_waiter).
+            if bucket["Type"] == "AWS::StepFunctions::StateMachine":
+                bucket["Properties"].pop("LoggingConfiguration")
+                bucket["Properties"].pop("TracingConfiguration")
+            if "WaiterLogs" in logical_id or "waiterstatemachineRoleDefaultPolicy" in logical_id:
+                resources.pop(logical_id)
+        expected = {k: v for k, v in default_synth.templates[name]["Resources"].items()
+                    if "waiterstatemachineRoleDefaultPolicy" not in k}
+        assert resources == expected, name
 
 
 def test_the_switch_refuses_a_public_endpoint():

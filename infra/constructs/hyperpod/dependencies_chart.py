@@ -88,6 +88,7 @@ class HyperPodDependenciesChart(Construct):
         eks_cluster_name: str | None = None,
         allow_paths_outside_project: bool = False,
         instance_types: Sequence[str] = (),
+        log_and_trace_waiter: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         # "Default" is left out of logical IDs: the installer's resources keep the IDs they had when this
@@ -98,6 +99,7 @@ class HyperPodDependenciesChart(Construct):
             purpose="HyperPod dependencies chart installer",
             installs="the HyperPod dependencies Helm chart",
             log_retention=log_retention, removal_policy=removal_policy, eks_cluster_name=eks_cluster_name,
+            log_and_trace_waiter=log_and_trace_waiter,
         )
         self.release = HelmRelease(
             self, "Release",
