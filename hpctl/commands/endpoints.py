@@ -8,10 +8,10 @@ import sys
 from typing import Any
 
 from hpctl import endpoints
-from hpctl.commands.jobs import _add_kube_context, _connect, _k8s_events, _place, _where
+from hpctl.commands.jobs import _add_lookup as add_lookup
+from hpctl.commands.jobs import _connect, _k8s_events, _place, _where, confirm_and_delete
 from hpctl.commands.options import add_command, add_yes
-from hpctl.commands.terminal import confirm, err
-from hpctl.errors import EXIT_CODE_TABLE, EXIT_FAILED, EXIT_OK, UsageError
+from hpctl.errors import EXIT_CODE_TABLE, EXIT_OK, UsageError
 from hpctl.output import fields, print_json, print_table, table
 from hpctl.target import Target
 
@@ -108,27 +108,12 @@ def cmd_delete(args: argparse.Namespace, t: Target, clients: Any) -> int:
     question = (f"Delete {kind.kind} {ns}/{name} ({endpoints.record(obj)['state']}) from cluster {t.cluster}? Its pods "
                 "stop" + (f" and the operator removes SageMaker endpoint {registered}" if registered else "") +
                 "; the model's weights stay where they are.")
-    if not confirm(question, args.yes):
-        err("aborted, nothing deleted")
-        return EXIT_FAILED
-    cluster.delete_job(kind, ns, name)
-    if args.json:
-        print_json({"deleted": {"kind": kind.kind, "namespace": ns, "name": name}})
-    else:
-        print(f"deleted {kind.kind} {ns}/{name}")
-    return EXIT_OK
+    return confirm_and_delete(args, cluster, kind, ns, name, question)
 
 
 def _add_lookup(p: argparse.ArgumentParser, *, name: bool = True) -> None:
-    if name:
-        p.add_argument("name", metavar="ENDPOINT", help="the JumpStartModel's or InferenceEndpointConfig's name")
-        p.add_argument("--kind", choices=sorted(endpoints.KINDS), help="the kind, when a name is taken by both")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--namespace", "-n", metavar="NS", help="look in this namespace only")
-    where.add_argument("--team", metavar="TEAM", help="look in this team's namespace (hyperpod-ns-TEAM) only")
-    where.add_argument("--all-namespaces", "-A", action="store_true",
-                       help="look in every namespace (needs cluster-wide read access)")
-    _add_kube_context(p)
+    add_lookup(p, name=name, metavar="ENDPOINT", what="the JumpStartModel's or InferenceEndpointConfig's name",
+               kinds=endpoints.KINDS)
 
 
 def register(sub: Any) -> None:

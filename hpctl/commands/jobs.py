@@ -148,6 +148,13 @@ def cmd_delete(args: argparse.Namespace, t: Target, clients: Any) -> int:
     ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
     question = (f"Delete {kind.kind} {ns}/{name} ({jobs.job_status(job)}) from cluster {t.cluster}? Its pods stop; "
                 "what it wrote to a shared volume stays.")
+    return confirm_and_delete(args, cluster, kind, ns, name, question)
+
+
+def confirm_and_delete(args: argparse.Namespace, cluster: jobs.Cluster, kind: jobs.JobKind, ns: str, name: str,
+                       question: str) -> int:
+    """Ask ``question`` (or take --yes), then delete the custom object: what `jobs delete` and `endpoints delete`
+    do once they found it."""
     if not confirm(question, args.yes):
         err("aborted, nothing deleted")
         return EXIT_FAILED
@@ -220,10 +227,12 @@ def _add_kube_context(p: argparse.ArgumentParser) -> None:
                         "hpctl kubeconfig)")
 
 
-def _add_lookup(p: argparse.ArgumentParser, *, name: bool = True) -> None:
+def _add_lookup(p: argparse.ArgumentParser, *, name: bool = True, metavar: str = "JOB",
+                what: str = "the job's name", kinds: Any = jobs.KINDS) -> None:
+    """The name, --kind and where-to-look options of the commands that find one object (jobs, endpoints)."""
     if name:
-        p.add_argument("name", metavar="JOB", help="the job's name")
-        p.add_argument("--kind", choices=sorted(jobs.KINDS), help="the job's kind, when a name is taken by several")
+        p.add_argument("name", metavar=metavar, help=what)
+        p.add_argument("--kind", choices=sorted(kinds), help="the kind, when a name is taken by several")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--namespace", "-n", metavar="NS", help="look in this namespace only")
     where.add_argument("--team", metavar="TEAM", help="look in this team's namespace (hyperpod-ns-TEAM) only")
