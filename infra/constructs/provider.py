@@ -52,12 +52,11 @@ def logged_provider(
     ``log_and_trace_waiter`` (``compliance: control_tower``: AWS Control Tower's CT.STEPFUNCTIONS.PR.1 and .2): the
     waiter state machine logs its events (ALL, without execution data) to a log group of ours (ID ``WaiterLogs``,
     a local reference as the control's template check wants; ``waiterStateMachineLogOptions``, aws-cdk-lib 2.275.0
-    provider.d.ts), and
-    is traced by X-Ray: Provider has no tracing setting, so ``TracingConfiguration.Enabled`` is set on its
-    ``AWS::StepFunctions::StateMachine`` with the X-Ray actions aws-cdk-lib's own ``StateMachine`` grants for
-    ``tracingEnabled`` (aws-stepfunctions/lib/state-machine.js, buildTracingConfiguration). Neither property is
-    create-only (cfn-lint's AWS::StepFunctions::StateMachine schema), so turning the switch on updates the waiter
-    in place.
+    provider.d.ts), and is traced by X-Ray: Provider has no tracing setting, so ``TracingConfiguration.Enabled`` is
+    set on its ``AWS::StepFunctions::StateMachine`` with the X-Ray actions aws-cdk-lib's own ``StateMachine`` grants
+    for ``tracingEnabled`` (aws-stepfunctions/lib/state-machine.js, buildTracingConfiguration). Neither property is
+    create-only (cfn-lint's AWS::StepFunctions::StateMachine schema lists StateMachineName and StateMachineType), so
+    turning the switch on updates the waiter in place.
     """
     provider = cr.Provider(
         scope, "Provider",
@@ -71,7 +70,8 @@ def logged_provider(
         # Lambda's JSON log format records at INFO. FATAL, aws-cdk-lib 2.275.0's default here (provider.js,
         # frameworkLambdaLoggingLevel), drops them; set explicitly so an upgrade that changes the default cannot
         # start writing chart values to the log group. The waiter's execution history stays off
-        # (disableWaiterStateMachineLogging, default true).
+        # (disableWaiterStateMachineLogging, default true) unless log_and_trace_waiter, and then has no execution
+        # data.
         framework_lambda_logging_level=lambda_.ApplicationLogLevel.FATAL,
         disable_waiter_state_machine_logging=(not log_and_trace_waiter) if is_complete is not None else None,
         waiter_state_machine_log_options=cr.LogOptions(
