@@ -25,6 +25,7 @@ from infra.constructs.addon import workload_check
 from infra.constructs.addons import InferenceOperator, S3CsiDriver, TrainingOperator
 from infra.constructs.common import data_removal_policy, retention
 from infra.constructs.eks import EksControlPlane
+from infra.constructs.function_placement import place_functions_in_vpc
 from infra.constructs.helm_release import ChartSource, HelmInstaller, HelmRelease
 from infra.constructs.hyperpod.autoscaling import HyperPodAutoscalingRole, KarpenterNodePools
 from infra.constructs.hyperpod.cluster import HyperPodCluster
@@ -197,7 +198,7 @@ def compose(
         after_nodes(inference_operator)
 
     scopes = placement.scopes()
-    logs_keys = _apply_cross_cutting(config, scopes, removal)
+    logs_keys = _apply_cross_cutting(config, scopes, removal, network)
     return HyperPodParts(
         network=network, eks_control_plane=control_plane, eks_cluster=eks_cluster, lifecycle=core.lifecycle,
         execution_role=core.execution_role, dependencies_chart=core.dependencies_chart,
@@ -542,11 +543,19 @@ def _add_storage(
     return SharedStorage(file_system=file_system, csi_driver=csi_driver, installer=installer, volume_release=release)
 
 
-def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct], removal: RemovalPolicy) -> list[LogsKey]:
+def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct], removal: RemovalPolicy,
+                         network: HyperPodNetwork) -> list[LogsKey]:
+    """What reaches everything built in each scope: with ``compliance: control_tower`` its Lambda functions in the
+    VPC (``place_functions_in_vpc``; first, so that what it adds is protected, tagged and bounded too), the logs
+    key, the permissions boundary and the tags."""
     tags = {"project": config.project, **config.tags}
     logs_keys = []
-    for scope in scopes:
-        reached = _with_stack_singletons(scope, auto_delete=config.destroy_data_on_delete)
+    reached_by_scope = [_with_stack_singletons(scope, auto_delete=config.destroy_data_on_delete) for scope in scopes]
+    if config.compliance == "control_tower":
+        for scope, reached in zip(scopes, reached_by_scope, strict=True):
+            place_functions_in_vpc(scope, reached, vpc=network.vpc,
+                                   subnet_ids=network.deploy_time_subnet_ids(scope))
+    for scope, reached in zip(scopes, reached_by_scope, strict=True):
         logs_key = _protect_keys_and_logs(scope, reached, config.project, removal)
         if logs_key is not None:  # built in scope: the tags and the boundary below reach it
             logs_keys.append(logs_key)
@@ -622,8 +631,11 @@ def _tag_plain_resources(construct: IConstruct, tags: Mapping[str, str]) -> None
 # bucket with autoDeleteObjects, at stack level, outside the construct that asked for them; a construct that is
 # not a stack reaches them here. They are singletons: one function serves every construct of the stack that asks
 # for it. The auto-delete provider is reached only when this composition's buckets use it (destroy_data_on_delete);
-# other providers of a consumer's stack (e.g. its VPC's Custom::VpcRestrictDefaultSG...) are never ours.
-_STACK_SINGLETON_PREFIXES = ("Custom::CDKBucketDeployment", "AWS679f53fac002430cb0da5b7982bd2287")
+# other providers of a consumer's stack (e.g. its VPC's Custom::VpcRestrictDefaultSG...) are never ours. CfnJson's
+# provider serves the inference operator's trust conditions (infra/constructs/addons.py); a consumer's own CfnJson
+# in the same stack shares it.
+_STACK_SINGLETON_PREFIXES = ("Custom::CDKBucketDeployment", "AWS679f53fac002430cb0da5b7982bd2287",
+                             "AWSCDKCfnUtilsProviderCustomResourceProvider")
 # aws-cdk-lib 2.275.0 aws-s3/lib/mixins/bucket.js: AutoDeleteObjectsProvider.getOrCreateProvider(scope,
 # "Custom::S3AutoDeleteObjects", ...), and custom-resource-handlers/dist/aws-s3/auto-delete-objects-provider.
 # generated.js gives it the id `${uniqueid}CustomResourceProvider` at the stack's root.

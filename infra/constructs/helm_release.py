@@ -35,6 +35,7 @@ from constructs import Construct
 
 from infra.config import refuse_links_leaving
 from infra.constructs.common import acknowledge, nag_name
+from infra.constructs.function_placement import LAMBDA_VPC_ACCESS_REASON, lambda_vpc_access_statement
 from infra.constructs.provider import logged_provider, runtime_code
 from infra.runtime.chart_installer.handler.deadline import DEFAULT_TIMEOUT_MINUTES, FUNCTION_TIMEOUT_SECONDS
 from infra.runtime.chart_installer.handler.properties import CHART_SOURCE_ENV_PREFIX
@@ -178,14 +179,7 @@ class HelmInstaller(Construct):
         self.role.add_to_policy(iam.PolicyStatement(
             sid="DescribeThisCluster", actions=["eks:DescribeCluster"], resources=[eks_cluster.cluster_arn],
         ))
-        # The Lambda service needs these to attach the function to the VPC; ec2 ENI actions have no
-        # resource ARN before the ENI exists.
-        self.role.add_to_policy(iam.PolicyStatement(
-            sid="LambdaVpcAccess",
-            actions=["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
-                     "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"],
-            resources=["*"],
-        ))
+        self.role.add_to_policy(lambda_vpc_access_statement())
         self.log_group.grant_write(self.role)
         self.access_entry = eks.AccessEntry(
             self, "ClusterAccess",
@@ -196,11 +190,7 @@ class HelmInstaller(Construct):
         )
         self.provider = logged_provider(self, on_event=self.function, log_retention=log_retention,
                                         removal_policy=removal_policy)
-        acknowledge(
-            self.role, "AwsSolutions-IAM5[Resource::*]",
-            "Only the Lambda VPC attachment actions (ec2 ENI create/describe/delete/assign) use '*': the ENI "
-            "does not exist before the call, as in AWSLambdaVPCAccessExecutionRole.",
-        )
+        acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]", LAMBDA_VPC_ACCESS_REASON)
 
     def _function(self, scope: Construct, construct_id: str, *, handler: str, timeout: Duration, memory_size: int,
                   ephemeral_storage_size: Size | None = None, description: str | None = None) -> lambda_.Function:

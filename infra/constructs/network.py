@@ -6,13 +6,15 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Literal, NamedTuple
 
-from aws_cdk import Aws, Fn, RemovalPolicy, Stack, Tags
+from aws_cdk import Aws, Fn, RemovalPolicy, Stack, Tags, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
-from constructs import Construct
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct, IConstruct
 
 from infra.constructs.common import acknowledge
+from infra.constructs.function_placement import DEPLOY_TIME_SUBNETS
 from infra.errors import ConfigError
 from infra.facts.ip_plan import control_plane_layout
 from infra.facts.names import NAG_PACK_NAME
@@ -124,6 +126,30 @@ class HyperPodNetwork(Construct):
         if interface_endpoints:
             peers = [c for c in (vpc_cidr, *(hyperpod_subnet_cidrs or {}).values()) if c is not None]
             self._add_interface_endpoints(peers)
+
+    def deploy_time_subnet_ids(self, consumer: IConstruct) -> list[str]:
+        """The IDs of the subnets deploy-time Lambda functions of ``consumer``'s stack run in (the first
+        ``DEPLOY_TIME_SUBNETS`` control-plane subnets), as that stack's template may name them for AWS Control
+        Tower's CT.LAMBDA.PR.3 (infra/constructs/function_placement.py): literal IDs and subnets of the same stack
+        as they are; a subnet of this construct's stack by an SSM dynamic reference to a parameter made here on
+        first use (``DeployTimeSubnet<i>``, named after this stack), so the consumer's stack also waits for this
+        one."""
+        subnets = self.control_plane_subnets[:DEPLOY_TIME_SUBNETS]
+        here, there = Stack.of(self), Stack.of(consumer)
+        if here is there or not any(Token.is_unresolved(s.subnet_id) for s in subnets):
+            return [s.subnet_id for s in subnets]
+        there.add_stack_dependency(here, "deploy-time functions name the network's subnets through SSM parameters")
+        ids = []
+        for i, subnet in enumerate(subnets):
+            name = f"/{here.stack_name}/deploy-time-subnet-{i}"
+            if self.node.try_find_child(f"DeployTimeSubnet{i}") is None:
+                ssm.StringParameter(self, f"DeployTimeSubnet{i}", parameter_name=name, string_value=subnet.subnet_id,
+                                    description="A subnet the app's deploy-time Lambda functions run in")
+            # forceDynamicReference: '{{resolve:ssm:<name>}}', a string in the template, not a template parameter
+            # (aws-cdk-lib 2.275.0 aws-ssm StringParameterAttributes).
+            ids.append(ssm.StringParameter.from_string_parameter_attributes(
+                consumer, f"DeployTimeSubnet{i}Id", parameter_name=name, force_dynamic_reference=True).string_value)
+        return ids
 
     # --- existing VPC -------------------------------------------------------------------------------
     def _adopt_existing(self, vpc_id: str, az_ids: Sequence[str], control_plane_subnet_ids: Sequence[str],
@@ -336,6 +362,19 @@ class HyperPodNetwork(Construct):
                              "s3:ListBucketMultipartUploads"],
                     resources=["*"],
                     conditions={"StringEquals": {"aws:ResourceAccount": Aws.ACCOUNT_ID}},
+                ),
+                # A custom resource handler in the VPC answers CloudFormation with a PUT to a presigned URL of an
+                # AWS-owned bucket, e.g. https://cloudformation-custom-resource-response-useast1.s3-us-east-1.
+                # amazonaws.com/... (the event example of https://docs.aws.amazon.com/lambda/latest/dg/
+                # services-cloudformation.html); "If they can't send responses to Amazon S3, CloudFormation won't
+                # receive a response and the stack operation fails" (AWS::CloudFormation::CustomResource reference).
+                iam.PolicyStatement(
+                    sid="CloudFormationResponses",
+                    principals=[iam.AnyPrincipal()],
+                    actions=["s3:PutObject"],
+                    resources=[Stack.of(self).format_arn(service="s3", region="", account="",
+                                                         resource="cloudformation-custom-resource-response-*",
+                                                         resource_name="*")],
                 ),
                 iam.PolicyStatement(
                     sid="AwsOwnedPackageBuckets",

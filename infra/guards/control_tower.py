@@ -65,12 +65,13 @@ CONTROLS: tuple[Control, ...] = (
             _governed),
     Control("ct-lambda-pr-3", "CT.LAMBDA.PR.3", "Lambda function in a VPC", "the deploy-time functions: the "
             "scripts upload, the custom-resource providers' framework functions, the Grafana content provisioner, "
-            "aws-cdk-lib's AwsCustomResource function; and the chart installer's functions, which run in the VPC",
-            "not yet met by the switch: the functions aws-cdk-lib builds (BucketDeployment, the Provider "
-            "framework, AwsCustomResource) run outside the VPC, and even a function in the VPC fails the rule's "
-            "template check when its subnets come from the network stack (the rule accepts only subnet IDs "
-            "written out or a Ref of a subnet in the same template; a Control Tower hook sees the resolved IDs)",
-            "nothing yet", _never),
+            "aws-cdk-lib's AwsCustomResource and CfnJson functions; the chart installer's functions run in the VPC "
+            "but name subnets of the network stack, which the rule's template check refuses",
+            "the functions reach AWS's APIs through the NAT gateways either way; in the VPC each needs ENI "
+            "permissions, a security group, and subnets the template names by SSM dynamic references (the rule "
+            "accepts only a string or a reference to a subnet of the same template), so only with the switch",
+            SWITCH + " (every function in two control-plane subnets, named through SSM parameters of the network "
+            "stack, with an HTTPS-only security group)", _governed),
     Control("ct-stepfunctions-pr-1", "CT.STEPFUNCTIONS.PR.1", "Step Functions state machine logs",
             "the readiness wait's state machine (aws-cdk-lib's Provider framework)", "its execution history is "
             "logged to a log group of its own only with the switch: the role then needs Step Functions' log "

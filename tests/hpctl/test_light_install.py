@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -26,8 +27,13 @@ _spec.loader.exec_module(light_install)
 @pytest.fixture(scope="module")
 def light_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("light-wheel")
+    # Built from a copy (its links followed): setuptools builds in the source tree's build/, which two xdist
+    # workers building at once would share.
+    source = out / "source"
+    shutil.copytree(ROOT / "packaging" / "hpctl", source, symlinks=False,
+                    ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
-                    str(ROOT / "packaging" / "hpctl")], check=True, cwd=out)
+                    str(source)], check=True, cwd=out)
     (wheel,) = out.glob("hyperpod_eks_hpctl-*.whl")
     return wheel
 

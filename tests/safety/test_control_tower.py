@@ -138,7 +138,34 @@ def test_the_switch_logs_and_traces_the_readiness_waiter(governed_synth, default
         assert {"xray:PutTraceSegments", "logs:CreateLogDelivery"} <= actions
 
 
-def test_the_switch_turns_on_object_lock_event_notifications_and_the_waiters_logs_and_nothing_else(
+def _without_vpc_placement(resources: dict) -> dict:
+    """``resources`` less what placing the functions in the VPC adds (test_the_switch_puts_every_function_in_
+    the_vpc): their VpcConfig, the subnet parameters and security group, and the VPC access statements and the
+    policies that hold only those."""
+    resources = json.loads(json.dumps(resources))
+    dropped = set()
+    for logical_id, resource in list(resources.items()):
+        properties = resource.get("Properties", {})
+        if resource["Type"] == "AWS::Lambda::Function":
+            properties.pop("VpcConfig", None)
+        if resource["Type"] == "AWS::IAM::Policy":
+            statements = properties["PolicyDocument"]["Statement"]
+            statements[:] = [st for st in statements if st.get("Sid") != "LambdaVpcAccess"]
+            if not statements:
+                dropped.add(logical_id)
+        if logical_id.startswith(("NetworkDeployTimeSubnet", "DeployTimeFunctions")):
+            dropped.add(logical_id)
+    for logical_id in dropped:
+        resources.pop(logical_id)
+    for resource in resources.values():
+        if "DependsOn" in resource:
+            resource["DependsOn"] = [d for d in resource["DependsOn"] if d not in dropped]
+            if not resource["DependsOn"]:
+                resource.pop("DependsOn")
+    return resources
+
+
+def test_the_switch_turns_on_object_lock_event_notifications_the_waiters_logs_and_vpc_placement_and_nothing_else(
         governed_synth, default_synth):
     buckets = governed_synth.resources("hyperpod", "AWS::S3::Bucket")
     assert len(buckets) == 2
@@ -149,7 +176,7 @@ def test_the_switch_turns_on_object_lock_event_notifications_and_the_waiters_log
         assert bucket["Properties"].get("ObjectLockEnabled") is (None if "AccessLogs" in logical_id else True)
     assert set(governed_synth.templates) == set(default_synth.templates)
     for name, template in governed_synth.templates.items():
-        resources = json.loads(json.dumps(template["Resources"]))
+        resources = _without_vpc_placement(template["Resources"])
         for logical_id in list(resources):
             bucket = resources[logical_id]
             if bucket["Type"] == "AWS::S3::Bucket":
@@ -161,9 +188,76 @@ def test_the_switch_turns_on_object_lock_event_notifications_and_the_waiters_log
                 bucket["Properties"].pop("TracingConfiguration")
             if "WaiterLogs" in logical_id or "waiterstatemachineRoleDefaultPolicy" in logical_id:
                 resources.pop(logical_id)
-        expected = {k: v for k, v in default_synth.templates[name]["Resources"].items()
+        expected = {k: v for k, v in _without_vpc_placement(default_synth.templates[name]["Resources"]).items()
                     if "waiterstatemachineRoleDefaultPolicy" not in k}
         assert resources == expected, name
+
+
+def _role_actions(resources: dict, role_logical_id: str) -> set[str]:
+    """The actions the inline and attached policies of the template give the role."""
+    actions: set[str] = set()
+    for resource in resources.values():
+        if resource["Type"] != "AWS::IAM::Policy" or {"Ref": role_logical_id} not in resource["Properties"]["Roles"]:
+            continue
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]:
+            action = statement["Action"]
+            actions.update([action] if isinstance(action, str) else action)
+    return actions
+
+
+@pytest.mark.parametrize("variant", ["governed_synth", "governed_all_features_synth"])
+def test_the_switch_puts_every_function_in_the_vpc(variant, request):
+    """CT.LAMBDA.PR.3: every function runs in two control-plane subnets that its template names by SSM dynamic
+    references to parameters of the network stack holding those subnets, with a security group of its own stack;
+    its role may attach it; no template needs more than CloudFormation's 60 dynamic references."""
+    from infra.constructs.function_placement import LAMBDA_VPC_ACCESS_ACTIONS, MAX_DYNAMIC_REFERENCES
+
+    synth = request.getfixturevalue(variant)
+    network = synth.template("network")["Resources"]
+    parameters = {r["Properties"]["Name"]: r["Properties"]["Value"] for r in network.values()
+                  if r["Type"] == "AWS::SSM::Parameter"}
+    assert len(parameters) == 2
+    private = {k for k, r in network.items() if r["Type"] == "AWS::EC2::Subnet"
+               and r["Properties"].get("MapPublicIpOnLaunch") is not True and "Private" in k}
+    assert {v["Ref"] for v in parameters.values()} <= private
+    expected_ids = [f"{{{{resolve:ssm:{name}}}}}" for name in sorted(parameters)]
+    placed = 0
+    for name, template in synth.templates.items():
+        resources = template["Resources"]
+        assert json.dumps(template).count("{{resolve:") <= MAX_DYNAMIC_REFERENCES, name
+        for logical_id, function in resources.items():
+            if function["Type"] != "AWS::Lambda::Function":
+                continue
+            placed += 1
+            vpc = function["Properties"]["VpcConfig"]
+            assert vpc["SubnetIds"] == expected_ids, (name, logical_id)
+            (group,) = vpc["SecurityGroupIds"]
+            assert resources[group["Fn::GetAtt"][0]]["Type"] == "AWS::EC2::SecurityGroup", (name, logical_id)
+            role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+            assert set(LAMBDA_VPC_ACCESS_ACTIONS) <= _role_actions(resources, role), (name, logical_id)
+    assert placed >= (10 if variant == "governed_synth" else 20)
+    # The functions' own group lets HTTPS out and nothing in.
+    (group,) = [r for k, r in synth.template("hyperpod")["Resources"].items() if k.startswith("DeployTimeFunctions")]
+    assert group["Properties"]["SecurityGroupEgress"] == [
+        {"CidrIp": "0.0.0.0/0", "Description": "AWS APIs, CloudFormation", "FromPort": 443, "IpProtocol": "tcp",
+         "ToPort": 443}]
+    assert "SecurityGroupIngress" not in group["Properties"]
+
+
+def test_a_stack_over_the_dynamic_reference_limit_is_refused():
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_ec2 as ec2
+    from aws_cdk import aws_lambda as lambda_
+
+    from infra.constructs.function_placement import place_functions_in_vpc
+
+    stack = Stack(App(), "Crowded")
+    for i in range(31):
+        lambda_.Function(stack, f"F{i}", runtime=lambda_.Runtime.PYTHON_3_13, handler="index.handler",
+                         code=lambda_.Code.from_inline("def handler(event, context): pass"))
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0123456789abcdef0", availability_zones=["a"])
+    with pytest.raises(ConfigError, match=r"compliance.*Crowded has 31 Lambda functions.*62 SSM dynamic references"):
+        place_functions_in_vpc(stack, [stack], vpc=vpc, subnet_ids=["{{resolve:ssm:/a}}", "{{resolve:ssm:/b}}"])
 
 
 def test_the_switch_refuses_a_public_endpoint():
