@@ -268,6 +268,8 @@ def _hyperpod(
         log_retention=log_retention, removal_policy=removal,
         allow_paths_outside_project=hp.allow_paths_outside_project,
         object_lock=config.compliance == "control_tower", event_notifications=config.compliance == "control_tower",
+        access_logs=s3.Bucket.from_bucket_name(scope, "AccessLogsBucket", config.access_logs_bucket)
+        if config.access_logs_bucket else None,
     )
     subnets = {az: subnet.subnet_id for az, subnet in network.hyperpod_subnets.items()}
     security_groups = [network.security_group.security_group_id]
@@ -478,7 +480,7 @@ def _add_inference_operator(
                           "InferenceOperator yourself and pass its oidc_provider")
     operator = InferenceOperator(
         scope, "InferenceOperator", eks_cluster=eks_cluster, hyperpod_cluster_arn=hyperpod_cluster.hyperpod_cluster_arn,
-        oidc_issuer_url=eks_cluster.cluster_open_id_connect_issuer_url, access_logs=lifecycle.access_log_bucket,
+        oidc_issuer_url=eks_cluster.cluster_open_id_connect_issuer_url, access_logs=lifecycle.access_logs,
         removal_policy=removal, cert_manager=cert_manager, readiness_installer=readiness_installer,
         after=[s3_csi_driver.addon], metrics_server=inference.metrics_server, addon_version=inference.addon_version,
         object_lock=config.compliance == "control_tower", event_notifications=config.compliance == "control_tower",

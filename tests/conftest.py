@@ -626,11 +626,13 @@ def cert_manager_owner_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthe
 
 @pytest.fixture(scope="session")
 def governed_all_features_synth(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
-    """config/all-features.yaml with `compliance: control_tower`, less what the switch refuses (a public EKS
-    endpoint): every feature's resources under the controls, the inference TLS buckets included. About a second
+    """config/all-features.yaml with `compliance: control_tower` and an existing `access_logs_bucket`, less what the
+    switch refuses (a public EKS endpoint): every feature's resources under every control, the inference TLS
+    bucket included. About a second
     more in the worker that built all_features_synth (one process synthesizes the second app faster)."""
     data = yaml.safe_load(ALL_FEATURES_CONFIG.read_text())
     data["compliance"] = "control_tower"
+    data["access_logs_bucket"] = "example-org-s3-access-logs"
     data["eks"]["endpoint"] = "private"
     data["eks"].pop("public_access_cidrs", None)
     return synthesize_variant(tmp_path_factory, "governed-all-features", data)

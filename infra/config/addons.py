@@ -28,7 +28,8 @@ METRICS_SERVER_ADDON = addons.METRICS_SERVER.name
 # A general purpose bucket's ARN: Mountpoint's IAM example grants s3:ListBucket on exactly this form
 # (awslabs/mountpoint-s3@58817cab2fc3020a422d8aa14049a86b296f4498:doc/CONFIGURATION.md, "IAM permissions").
 # Directory buckets (s3express) take other actions and are not offered here.
-S3_BUCKET_ARN = r"^arn:aws[a-z-]*:s3:::[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+S3_BUCKET_NAME = r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]"
+S3_BUCKET_ARN = rf"^arn:aws[a-z-]*:s3:::{S3_BUCKET_NAME}$"
 
 
 TASK_GOVERNANCE_ADDON = addons.TASK_GOVERNANCE.name

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from infra.config.addons import MAX_ENTITY_NAME_LENGTH, AddonsConfig, compute_quota_name
+from infra.config.addons import MAX_ENTITY_NAME_LENGTH, S3_BUCKET_NAME, AddonsConfig, compute_quota_name
 from infra.config.base import StrictModel, config_error, refusal, refusing
 from infra.config.eks import EksConfig
 from infra.config.fields import MAX_CONFIG_TAGS, SAGEMAKER_TAG_KEY, AccountId, PolicyArn, TagKey, TagValue
@@ -90,6 +90,11 @@ class AppConfig(StrictModel):
     # control_tower: also meet the AWS Control Tower proactive controls that cost more than the defaults
     # (infra/guards/control_tower.py lists each, with what meets it; docs/safety.md renders the list).
     compliance: Literal["control_tower"] | None = None
+    # An existing bucket (this account and region) that receives the server access logs of the buckets the app
+    # creates, in place of a log bucket of the app's own: what an account whose Control Tower controls refuse any
+    # access-log destination the app could create (CT.S3.PR.2, .9, .10; docs/safety.md) names. It must admit S3's
+    # log delivery (logging.s3.amazonaws.com) in its own policy; the app does not change it.
+    access_logs_bucket: Annotated[str, Field(pattern=rf"^{S3_BUCKET_NAME}$")] | None = None
 
     @field_validator("tags")
     @classmethod

@@ -49,17 +49,24 @@ def _never(config: AppConfig) -> bool:
 # managed keys (SSE-S3)", "S3 buckets that have S3 Object Lock enabled can't be used as destination buckets for
 # server access logs", "Your destination bucket should not have server access logging enabled".
 _LOG_DESTINATION = ("S3 requires a server access log destination to use SSE-S3, to have no Object Lock and not "
-                    "to log itself; the lifecycle bucket meets the control (CT.S3.PR.2 asks for its access "
-                    "logging)")
+                    "to log itself, so a log bucket the app creates cannot meet it while the lifecycle bucket meets "
+                    "CT.S3.PR.2; `access_logs_bucket` sends the logs to an existing bucket instead")
+_OWN_LOG_BUCKET = "the access log bucket the app creates (none with `access_logs_bucket`)"
+
+
+def _own_log_bucket_gone(config: AppConfig) -> bool:
+    return config.access_logs_bucket is not None
+
 
 CONTROLS: tuple[Control, ...] = (
-    Control("ct-s3-pr-2", "CT.S3.PR.2", "S3 bucket has server access logging", "the access log bucket",
-            _LOG_DESTINATION, "nothing", _never),
-    Control("ct-s3-pr-9", "CT.S3.PR.9", "S3 bucket has Object Lock", "the access log bucket; the lifecycle bucket "
+    Control("ct-s3-pr-2", "CT.S3.PR.2", "S3 bucket has server access logging", _OWN_LOG_BUCKET,
+            _LOG_DESTINATION, "`access_logs_bucket`", _own_log_bucket_gone),
+    Control("ct-s3-pr-9", "CT.S3.PR.9", "S3 bucket has Object Lock", _OWN_LOG_BUCKET + "; the lifecycle bucket "
             "too unless the switch is on", _LOG_DESTINATION + "; with the switch the lifecycle bucket has Object "
-            "Lock (no default retention, so the upload's pruning still deletes)", "nothing", _never),
-    Control("ct-s3-pr-10", "CT.S3.PR.10", "S3 bucket encrypted with a KMS key", "the access log bucket",
-            _LOG_DESTINATION + "; the lifecycle bucket uses SSE-KMS", "nothing", _never),
+            "Lock (no default retention, so the upload's pruning still deletes)",
+            SWITCH + " with `access_logs_bucket`", lambda config: _governed(config) and _own_log_bucket_gone(config)),
+    Control("ct-s3-pr-10", "CT.S3.PR.10", "S3 bucket encrypted with a KMS key", _OWN_LOG_BUCKET,
+            _LOG_DESTINATION + "; the lifecycle bucket uses SSE-KMS", "`access_logs_bucket`", _own_log_bucket_gone),
     Control("ct-s3-pr-4", "CT.S3.PR.4", "S3 bucket has event notifications", "both lifecycle buckets",
             "events nobody consumes by default", SWITCH + " (both buckets send their events to EventBridge)",
             _governed),

@@ -39,20 +39,29 @@ class _Templates:
         return self._paths
 
 
+# A template the plugin is given beside the app's, with a log group no key encrypts: its finding shows that the
+# plugin checked this batch of templates, so a run that reports nothing else is a pass, not a run that did not check.
+SENTINEL = "ControlTowerSentinelLogGroup"
+
+
 def failing_controls(synth, disabled: list[str]) -> dict[str, set[str]]:
     """Run the Control Tower plugin over ``synth``'s written templates: rule name -> the failing logical IDs."""
     from cdklabs.cdk_validator_cfnguard import CfnGuardValidator
 
     paths = sorted(str(p) for p in Path(synth.outdir).glob("*.template.json"))
     assert len(paths) == len(synth.templates)
+    sentinel = Path(synth.outdir).parent / f"{Path(synth.outdir).name}-sentinel.json"
+    sentinel.write_text(json.dumps({"Resources": {SENTINEL: {"Type": "AWS::Logs::LogGroup", "Properties": {}}}}))
     report = CfnGuardValidator(control_tower_rules_enabled=True, disabled_rules=disabled).validate(
-        _Templates(synth.app.network.node.root, paths))
+        _Templates(synth.app.network.node.root, [*paths, str(sentinel)]))
     failing: dict[str, set[str]] = {}
     for violation in report.violations:
         failing.setdefault(violation.rule_name, set()).update(
             resource.resource_logical_id for resource in violation.violating_resources)
-    assert report.success == (not failing)
-    return failing
+    assert not report.success
+    assert SENTINEL in failing.get("cloudwatch_log_group_encrypted_check", set()), "the plugin checked nothing"
+    failing["cloudwatch_log_group_encrypted_check"].discard(SENTINEL)
+    return {rule: ids for rule, ids in failing.items() if ids}
 
 
 @cache
@@ -82,16 +91,20 @@ def test_a_config_fails_only_the_controls_listed_as_not_met_by_it(variant, reque
     gate (`make lint`, the same plugin less the listed controls) passes and no control is off unlisted."""
     synth = request.getfixturevalue(variant)
     failing = failing_controls(synth, disabled=[])
-    assert failing, "the controls found nothing: the plugin did not check these templates"
     assert set(failing) <= listed_off(synth.config), {k: v for k, v in failing.items()
                                                       if k not in listed_off(synth.config)}
     if variant in ("default_synth", "governed_synth"):
         # The list is not stale: every control it turns off for these configs fails there.
         assert set(failing) == listed_off(synth.config)
-    if variant.startswith("governed"):
-        # What the switch meets holds: only the controls nothing in the product meets stay off.
-        assert listed_off(synth.config) == {rule_names()[c.rule_file] for c in CONTROLS if c.met_by.startswith(
-            "nothing")}
+    if variant == "governed_synth":
+        # The switch alone leaves only the access-log bucket's controls, which S3's rules for a log destination
+        # keep from any bucket the app could create.
+        assert failing == {rule: {"LifecycleScriptsAccessLogs486B0B7F"} for rule in (
+            "s3_bucket_logging_enabled_check", "s3_bucket_object_lock_enabled_check",
+            "s3_bucket_default_encryption_kms_check")}
+    if variant == "governed_all_features_synth":
+        # The switch with access_logs_bucket: every control of the package holds, none is off.
+        assert synth.config.access_logs_bucket and failing == {} and listed_off(synth.config) == set()
 
 
 def test_the_defaults_meet_the_cheap_controls(default_synth):
@@ -311,3 +324,28 @@ def test_safety_md_renders_the_list():
     text = (ROOT / "docs" / "safety.md").read_text()
     start, end = "<!-- control-tower-controls:start -->\n", "\n<!-- control-tower-controls:end -->"
     assert text[text.index(start) + len(start):text.index(end)] == render_markdown()
+
+
+def test_access_logs_bucket_takes_the_place_of_the_apps_log_bucket(governed_all_features_synth, governed_synth):
+    """With access_logs_bucket the app creates no log bucket: the lifecycle and inference TLS buckets log to the
+    named one, and synth gives no warning for the destination policy it cannot write. Without it the app's own
+    log bucket receives the logs."""
+    name = governed_all_features_synth.config.access_logs_bucket
+    buckets = governed_all_features_synth.resources("hyperpod", "AWS::S3::Bucket")
+    assert sorted(k[:20] for k in buckets) == ["InferenceOperatorTls", "LifecycleScriptsBuck"]
+    for logical_id, bucket in buckets.items():
+        assert bucket["Properties"]["LoggingConfiguration"]["DestinationBucketName"] == name, logical_id
+    from aws_cdk.assertions import Annotations, Match
+
+    warnings = Annotations.from_stack(governed_all_features_synth.app.hyperpod).find_warning(
+        "*", Match.string_like_regexp("logging permissions"))
+    assert not warnings, warnings
+    own = governed_synth.resources("hyperpod", "AWS::S3::Bucket")
+    (lifecycle,) = [b for k, b in own.items() if k.startswith("LifecycleScriptsBucket")]
+    assert lifecycle["Properties"]["LoggingConfiguration"]["DestinationBucketName"] == {
+        "Ref": "LifecycleScriptsAccessLogs486B0B7F"}
+
+
+def test_access_logs_bucket_must_be_a_bucket_name():
+    with pytest.raises(ConfigError, match=r"access_logs_bucket.*pattern"):
+        parse_config(mutate({"access_logs_bucket": "arn:aws:s3:::logs"}))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from aws_cdk import Aws, Duration, FeatureFlags, Fn, RemovalPolicy, Stack, Token
+from aws_cdk import Annotations, Aws, Duration, FeatureFlags, Fn, RemovalPolicy, Stack, Token
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
@@ -71,6 +71,12 @@ def protected_bucket(scope: Construct, construct_id: str, *, access_logs: s3.IBu
         removal_policy=removal_policy,
         auto_delete_objects=removal_policy == RemovalPolicy.DESTROY,
     )
+    if not isinstance(access_logs, s3.Bucket):
+        # aws-cdk-lib 2.275.0 (aws-s3/lib/bucket.js) warns that it cannot write an imported destination's policy;
+        # an existing log bucket's owner admits S3's log delivery (docs/safety.md, access_logs_bucket).
+        Annotations.of(bucket).acknowledge_warning(
+            "@aws-cdk/aws-s3:accessLogsPolicyNotAdded",
+            "The access log bucket is an existing one whose own policy admits logging.s3.amazonaws.com.")
     if event_notifications:
         send_events_to_eventbridge(bucket)
     return bucket
@@ -123,7 +129,8 @@ class LifecycleScripts(Construct):
     is refused unless ``allow_paths_outside_project``) and uploaded at deploy time with the rendered
     ``lifecycle_config.env`` beside them; nothing is fetched from the internet.
 
-    Pass ``bucket`` to use an existing bucket instead of creating one.
+    Pass ``bucket`` to use an existing bucket instead of creating one, and ``access_logs`` to send the server
+    access logs to an existing bucket instead of a log bucket made here (``access_logs_bucket`` in the config).
     """
 
     def __init__(
@@ -141,6 +148,7 @@ class LifecycleScripts(Construct):
         allow_paths_outside_project: bool = False,
         object_lock: bool = False,
         event_notifications: bool = False,
+        access_logs: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         scripts_dir = scripts_dir.resolve()  # the packaged copy is a link to the repository's scripts
@@ -151,7 +159,10 @@ class LifecycleScripts(Construct):
         # log delivery included) and deletes them all (aws/aws-cdk@3681826a:packages/@aws-cdk/
         # custom-resource-handlers/lib/aws-s3/auto-delete-objects-handler/index.ts).
         disposable = removal_policy == RemovalPolicy.DESTROY
-        if bucket is None:
+        # Where the server access logs of the buckets made here go: ``access_logs`` when given (nothing is changed
+        # on it: its owner admits S3's log delivery), else a log bucket made below.
+        self.access_logs: s3.IBucket | None = access_logs
+        if bucket is None and access_logs is None:
             # A server access log destination must use SSE-S3, must not have Object Lock and should not log
             # itself ("The destination bucket must use Amazon S3 managed keys (SSE-S3)", "S3 buckets that have S3
             # Object Lock enabled can't be used as destination buckets for server access logs", "Your destination
@@ -175,11 +186,14 @@ class LifecycleScripts(Construct):
                 self.access_log_bucket, "AwsSolutions-S1",
                 "This bucket receives the lifecycle bucket's server access logs; logging it to itself would loop.",
             )
+            self.access_logs = self.access_log_bucket
+        if bucket is None:
+            assert self.access_logs is not None
             bucket = protected_bucket(self, "Bucket", bucket_name=lifecycle_bucket_name(hyperpod_cluster_name),
-                                      access_logs=self.access_log_bucket, access_logs_prefix="lifecycle-bucket/",
+                                      access_logs=self.access_logs, access_logs_prefix="lifecycle-bucket/",
                                       removal_policy=removal_policy, object_lock=object_lock,
                                       event_notifications=event_notifications)
-            if event_notifications:
+            if event_notifications and self.access_log_bucket is not None:
                 send_events_to_eventbridge(self.access_log_bucket)
         self.bucket = bucket
         # The upload function logs to a group of ours, created before it, with the stacks' retention and
