@@ -80,7 +80,9 @@ def place_functions_in_vpc(scope: Construct, reached: Sequence[IConstruct], *, v
     """Put every Lambda function under ``reached`` into ``subnet_ids`` of ``vpc``, as the module says; returns
     the security group made for the functions that had none (None when every function had one)."""
     functions = functions_under(reached)
-    dynamic = sum(1 for subnet_id in subnet_ids if subnet_id.startswith("{{resolve:"))
+    # aws-cdk-lib hands an SSM reference over as a token that resolves to the '{{resolve:ssm:...}}' string.
+    resolved = [Stack.of(scope).resolve(subnet_id) for subnet_id in subnet_ids]
+    dynamic = sum(1 for subnet_id in resolved if isinstance(subnet_id, str) and subnet_id.startswith("{{resolve:"))
     if dynamic and len(functions) * dynamic > MAX_DYNAMIC_REFERENCES:
         raise ConfigError("compliance", "control_tower",
                           f"{Stack.of(scope).stack_name} has {len(functions)} Lambda functions; in {dynamic} subnets "
@@ -108,8 +110,9 @@ def _allow_vpc_access(function: CfnResource) -> None:
         role.add_to_principal_policy(lambda_vpc_access_statement())
         acknowledge(role, "AwsSolutions-IAM5[Resource::*]", LAMBDA_VPC_ACCESS_REASON)
         return  # aws-cdk-lib's Function depends on its role, default policy included
-    cfn_role = owner.node.try_find_child("Role") if owner is not None else None
-    if not (isinstance(cfn_role, CfnResource) and cfn_role.cfn_resource_type == "AWS::IAM::Role"):
+    cfn_role = owner.node.try_find_child("Role") if isinstance(owner, Construct) else None
+    if not (isinstance(owner, Construct) and isinstance(cfn_role, CfnResource)
+            and cfn_role.cfn_resource_type == "AWS::IAM::Role"):
         raise ConfigError("compliance", "control_tower",
                           f"cannot find the role of Lambda function {function.node.path} to let it into the VPC")
     policy = iam.CfnPolicy(owner, "VpcAccess", policy_name="LambdaVpcAccess", roles=[cfn_role.ref],

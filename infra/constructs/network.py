@@ -11,7 +11,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
-from constructs import Construct, IConstruct
+from constructs import Construct
 
 from infra.constructs.common import acknowledge
 from infra.constructs.function_placement import DEPLOY_TIME_SUBNETS
@@ -127,16 +127,19 @@ class HyperPodNetwork(Construct):
             peers = [c for c in (vpc_cidr, *(hyperpod_subnet_cidrs or {}).values()) if c is not None]
             self._add_interface_endpoints(peers)
 
-    def deploy_time_subnet_ids(self, consumer: IConstruct) -> list[str]:
+    def deploy_time_subnet_ids(self, consumer: Construct) -> list[str]:
         """The IDs of the subnets deploy-time Lambda functions of ``consumer``'s stack run in (the first
         ``DEPLOY_TIME_SUBNETS`` control-plane subnets), as that stack's template may name them for AWS Control
-        Tower's CT.LAMBDA.PR.3 (infra/constructs/function_placement.py): literal IDs and subnets of the same stack
-        as they are; a subnet of this construct's stack by an SSM dynamic reference to a parameter made here on
-        first use (``DeployTimeSubnet<i>``, named after this stack), so the consumer's stack also waits for this
-        one."""
+        Tower's CT.LAMBDA.PR.3 (infra/constructs/function_placement.py): literal IDs and subnets of the
+        consumer's stack as they are; subnets of another stack by SSM dynamic references to parameters made here
+        on first use (``DeployTimeSubnet<i>``, named after this construct's stack), so the consumer's stack also
+        waits for this one. Not when this construct is in the consumer's stack: a parameter of the same stack may
+        not exist yet when CloudFormation resolves the reference (which it does "when necessary during stack and
+        change set operations", awsdocs/aws-cloudformation-user-guide@056fba84:doc_source/dynamic-references.md);
+        the subnets of a VPC of another stack are then cross-stack references, which the control's rule refuses."""
         subnets = self.control_plane_subnets[:DEPLOY_TIME_SUBNETS]
         here, there = Stack.of(self), Stack.of(consumer)
-        if here is there or not any(Token.is_unresolved(s.subnet_id) for s in subnets):
+        if here is there or all(not Token.is_unresolved(s.subnet_id) or Stack.of(s) is there for s in subnets):
             return [s.subnet_id for s in subnets]
         there.add_stack_dependency(here, "deploy-time functions name the network's subnets through SSM parameters")
         ids = []

@@ -14,6 +14,7 @@ from pathlib import Path
 import jsii
 import pytest
 from aws_cdk import IPolicyValidationContextBeta1
+from constructs import Construct
 
 from infra.config import parse_config
 from infra.errors import ConfigError
@@ -269,8 +270,14 @@ def test_a_stack_over_the_dynamic_reference_limit_is_refused():
         lambda_.Function(stack, f"F{i}", runtime=lambda_.Runtime.PYTHON_3_13, handler="index.handler",
                          code=lambda_.Code.from_inline("def handler(event, context): pass"))
     vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0123456789abcdef0", availability_zones=["a"])
+    from aws_cdk import aws_ssm as ssm
+
+    # As HyperPodNetwork.deploy_time_subnet_ids hands them over: tokens of SSM dynamic references.
+    ids = [ssm.StringParameter.from_string_parameter_attributes(stack, name, parameter_name=name,
+                                                               force_dynamic_reference=True).string_value
+           for name in ("/a", "/b")]
     with pytest.raises(ConfigError, match=r"compliance.*Crowded has 31 Lambda functions.*62 SSM dynamic references"):
-        place_functions_in_vpc(stack, [stack], vpc=vpc, subnet_ids=["{{resolve:ssm:/a}}", "{{resolve:ssm:/b}}"])
+        place_functions_in_vpc(stack, [stack], vpc=vpc, subnet_ids=ids)
 
 
 def test_the_switch_refuses_a_public_endpoint():
@@ -349,3 +356,30 @@ def test_access_logs_bucket_takes_the_place_of_the_apps_log_bucket(governed_all_
 def test_access_logs_bucket_must_be_a_bucket_name():
     with pytest.raises(ConfigError, match=r"access_logs_bucket.*pattern"):
         parse_config(mutate({"access_logs_bucket": "arn:aws:s3:::logs"}))
+
+
+def test_deploy_time_subnets_are_named_as_each_stack_may_name_them():
+    """The network's own stack and a VPC adopted by ID name the subnets as they are; another stack by SSM
+    dynamic references to parameters made once in the network's stack, and waits for it."""
+    from aws_cdk import App, Stack, Token
+
+    from infra.constructs.network import HyperPodNetwork
+
+    app = App()
+    network_stack, other = Stack(app, "Net"), Stack(app, "Other")
+    network = HyperPodNetwork(network_stack, "Network", vpc_cidr="10.0.0.0/16",
+                              control_plane_az_ids=["usw2-az1", "usw2-az2", "usw2-az3"])
+    same = network.deploy_time_subnet_ids(network_stack)
+    assert len(same) == 2 and all(Token.is_unresolved(i) for i in same)
+    assert network.node.try_find_child("DeployTimeSubnet0") is None
+    names = ["{{resolve:ssm:/Net/deploy-time-subnet-0}}", "{{resolve:ssm:/Net/deploy-time-subnet-1}}"]
+    assert other.resolve(network.deploy_time_subnet_ids(other)) == names
+    assert other.resolve(network.deploy_time_subnet_ids(Construct(other, "Again"))) == names
+    assert [c.node.id for c in network.node.children if c.node.id.startswith("DeployTimeSubnet")] == [
+        "DeployTimeSubnet0", "DeployTimeSubnet1"]
+    assert network_stack in other.dependencies
+    adopted = HyperPodNetwork(Stack(app, "Adopted"), "Network", existing_vpc_id="vpc-0123456789abcdef0",
+                              control_plane_az_ids=["usw2-az1", "usw2-az2"],
+                              control_plane_subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
+                              hyperpod_subnet_ids={"usw2-az1": "subnet-0cccccccccccccccc"})
+    assert adopted.deploy_time_subnet_ids(other) == ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"]

@@ -92,6 +92,10 @@ def test_s3_gateway_endpoint_policy_is_scoped_when_asked(variant_synth):
     assert account_scoped and all(
         s["Condition"]["StringEquals"]["aws:ResourceAccount"] == {"Ref": "AWS::AccountId"} for s in account_scoped
     )
+    # A custom resource handler in the VPC can answer CloudFormation: PUT only, only to its response buckets.
+    (responses,) = [s for s in statements if s.get("Sid") == "CloudFormationResponses"]
+    assert responses["Action"] == "s3:PutObject"
+    assert responses["Resource"] == "arn:aws:s3:::cloudformation-custom-resource-response-*/*"
 
 
 
