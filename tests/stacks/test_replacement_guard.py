@@ -439,3 +439,17 @@ def test_lifecycle_dir_check_refuses_crlf_line_endings(scripts):
     helper.write_bytes(b"#!/usr/bin/env bash\r\necho hi\r\n")
     with pytest.raises(ConfigError, match="helper.sh.*CRLF"):
         check_lifecycle_dir(scripts, "on_create.sh")
+
+
+def test_turning_compliance_control_tower_on_replaces_nothing_deployed(lock_dir, default_synth, governed_synth):
+    """The switch on a deployed default app: functions into the VPC, Object Lock, notifications, the waiter's
+    logs all update in place or add resources, so the guard passes without an acknowledgment, and every function
+    and custom resource keeps its logical ID (a custom resource cannot change its ServiceToken)."""
+    guard_replacement(governed_synth.config, governed_synth.templates, lock_dir)
+    for name, template in default_synth.templates.items():
+        kept = {k: r["Properties"].get("ServiceToken") for k, r in template["Resources"].items()
+                if r["Type"] == "AWS::Lambda::Function" or r["Type"].startswith(("Custom::", "AWS::CloudFormation::Cu"))}
+        governed = governed_synth.templates[name]["Resources"]
+        assert set(kept) <= set(governed), (name, set(kept) - set(governed))
+        for logical_id, token in kept.items():
+            assert governed[logical_id]["Properties"].get("ServiceToken") == token, (name, logical_id)
