@@ -25,7 +25,7 @@ from infra.constructs.addon import workload_check
 from infra.constructs.addons import InferenceOperator, S3CsiDriver, TrainingOperator
 from infra.constructs.common import data_removal_policy, retention
 from infra.constructs.eks import EksControlPlane
-from infra.constructs.function_placement import place_functions_in_vpc
+from infra.constructs.function_placement import functions_under, place_functions_in_vpc
 from infra.constructs.helm_release import ChartSource, HelmInstaller, HelmRelease
 from infra.constructs.hyperpod.autoscaling import HyperPodAutoscalingRole, KarpenterNodePools
 from infra.constructs.hyperpod.cluster import HyperPodCluster
@@ -555,8 +555,9 @@ def _apply_cross_cutting(config: AppConfig, scopes: Sequence[Construct], removal
     reached_by_scope = [_with_stack_singletons(scope, auto_delete=config.destroy_data_on_delete) for scope in scopes]
     if config.compliance == "control_tower":
         for scope, reached in zip(scopes, reached_by_scope, strict=True):
-            place_functions_in_vpc(scope, reached, vpc=network.vpc,
-                                   subnet_ids=network.deploy_time_subnet_ids(scope))
+            if functions_under(reached):  # a stack without functions gets no subnet parameters or dependency
+                place_functions_in_vpc(scope, reached, vpc=network.vpc,
+                                       subnet_ids=network.deploy_time_subnet_ids(scope))
     for scope, reached in zip(scopes, reached_by_scope, strict=True):
         logs_key = _protect_keys_and_logs(scope, reached, config.project, removal)
         if logs_key is not None:  # built in scope: the tags and the boundary below reach it
