@@ -441,6 +441,9 @@ def test_lifecycle_dir_check_refuses_crlf_line_endings(scripts):
         check_lifecycle_dir(scripts, "on_create.sh")
 
 
+_FUNCTION_OR_CUSTOM = ("AWS::Lambda::Function", "AWS::CloudFormation::CustomResource")
+
+
 def test_turning_compliance_control_tower_on_replaces_nothing_deployed(lock_dir, default_synth, governed_synth):
     """The switch on a deployed default app: functions into the VPC, Object Lock, notifications, the waiter's
     logs all update in place or add resources, so the guard passes without an acknowledgment, and every function
@@ -448,7 +451,7 @@ def test_turning_compliance_control_tower_on_replaces_nothing_deployed(lock_dir,
     guard_replacement(governed_synth.config, governed_synth.templates, lock_dir)
     for name, template in default_synth.templates.items():
         kept = {k: r["Properties"].get("ServiceToken") for k, r in template["Resources"].items()
-                if r["Type"] == "AWS::Lambda::Function" or r["Type"].startswith(("Custom::", "AWS::CloudFormation::Cu"))}
+                if r["Type"] in _FUNCTION_OR_CUSTOM or r["Type"].startswith("Custom::")}
         governed = governed_synth.templates[name]["Resources"]
         assert set(kept) <= set(governed), (name, set(kept) - set(governed))
         for logical_id, token in kept.items():
