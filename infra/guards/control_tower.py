@@ -95,6 +95,13 @@ CONTROLS: tuple[Control, ...] = (
 )
 
 
+def met_only_with_access_logs_bucket(config: AppConfig) -> list[Control]:
+    """The listed controls ``config`` fails that it would meet with an existing ``access_logs_bucket``: those the
+    app's own access log bucket fails (S3's rules for a log destination), for the synth's warning."""
+    elsewhere = config.model_copy(update={"access_logs_bucket": "an-existing-bucket"})
+    return [control for control in CONTROLS if not control.met(config) and control.met(elsewhere)]
+
+
 def disabled_rules(config: AppConfig) -> list[str]:
     """The plugin's rule files to leave out for ``config``: the listed controls it does not meet."""
     return [control.rule_file for control in CONTROLS if not control.met(config)]

@@ -383,3 +383,20 @@ def test_deploy_time_subnets_are_named_as_each_stack_may_name_them():
                               control_plane_subnet_ids=["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
                               hyperpod_subnet_ids={"usw2-az1": "subnet-0cccccccccccccccc"})
     assert adopted.deploy_time_subnet_ids(other) == ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"]
+
+
+def test_the_switch_without_access_logs_bucket_warns_at_synth(governed_synth, default_synth,
+                                                               governed_all_features_synth):
+    """The controls `make lint` leaves out for the switch alone are said at synth, on the app's own log bucket,
+    with the key that meets them; neither the defaults nor the switch with access_logs_bucket warn."""
+    from aws_cdk.assertions import Annotations, Match
+
+    def warnings(synth):
+        return Annotations.from_stack(synth.app.hyperpod).find_warning(
+            "*", Match.string_like_regexp("compliance: control_tower: this access log bucket"))
+
+    (warning,) = warnings(governed_synth)
+    assert warning.id.endswith("/LifecycleScripts/AccessLogs"), warning.id
+    assert "CT.S3.PR.2, CT.S3.PR.9, CT.S3.PR.10" in warning.entry.data and "access_logs_bucket" in warning.entry.data
+    assert listed_off(governed_synth.config) == {rule_names()[f] for f in ("ct-s3-pr-2", "ct-s3-pr-9", "ct-s3-pr-10")}
+    assert not warnings(default_synth) and not warnings(governed_all_features_synth)
