@@ -456,3 +456,30 @@ def test_turning_compliance_control_tower_on_replaces_nothing_deployed(lock_dir,
         assert set(kept) <= set(governed), (name, set(kept) - set(governed))
         for logical_id, token in kept.items():
             assert governed[logical_id]["Properties"].get("ServiceToken") == token, (name, logical_id)
+
+
+# What the Control Tower work sets on resources a deployed app already has (docs/safety.md, "Existing
+# deployments"): the defaults (logs key, grant condition, lifecycle bucket) and compliance: control_tower.
+_CONTROL_TOWER_UPDATES = {
+    "AWS::Logs::LogGroup": ("KmsKeyId",),
+    "AWS::KMS::Key": ("KeyPolicy",),
+    "AWS::S3::Bucket": ("BucketEncryption", "LoggingConfiguration", "LifecycleConfiguration",
+                        "NotificationConfiguration", "ObjectLockEnabled"),
+    "AWS::Lambda::Function": ("VpcConfig",),
+    "AWS::StepFunctions::StateMachine": ("LoggingConfiguration", "TracingConfiguration"),
+}
+
+
+@pytest.mark.parametrize("resource_type", sorted(_CONTROL_TOWER_UPDATES))
+def test_the_control_tower_properties_update_in_place(resource_type):
+    """Each is a property of the type's schema in cfn-lint, and none is create-only there, so CloudFormation
+    updates the resource rather than replacing it."""
+    from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
+
+    from infra.guards.create_only import SCHEMA_REGION, schema_create_only
+
+    properties = PROVIDER_SCHEMA_MANAGER.get_resource_schema(SCHEMA_REGION, resource_type).schema["properties"]
+    create_only = {path.split("/")[2] for path in schema_create_only(resource_type)}
+    for name in _CONTROL_TOWER_UPDATES[resource_type]:
+        assert name in properties and name not in create_only, (resource_type, name, sorted(create_only))
+
