@@ -21,18 +21,26 @@ error aws/aws-pdk#501 describes), so each function is placed after it is built, 
 logical IDs and service tokens stay, and turning the switch on updates the functions in place.
 
 A function given no VPC gets the stack's ``DeployTimeFunctions`` security group (HTTPS out, nothing in) and its
-role the Lambda VPC attachment actions; a function already in the VPC (the chart installer's) keeps its group
-and role, and only its subnets are renamed. The functions reach AWS's APIs and the custom resource response URL
-through the VPC's NAT gateways or endpoints; with ``s3_endpoint_policy: this_account`` the S3 endpoint admits the
-response PUT (HyperPodNetwork). Unverified here (no AWS account): that CloudFormation and a Control Tower hook
-resolve the SSM references in ``SubnetIds`` as they do in other properties.
+role the Lambda VPC attachment actions in a policy of their own (``_vpc_access_policy``); a function already in
+the VPC (the chart installer's) keeps its group and role, and only its subnets are renamed. The functions reach
+AWS's APIs and the custom resource response URL through the VPC's NAT gateways or endpoints; with
+``s3_endpoint_policy: this_account`` the S3 endpoint admits the response PUT (HyperPodNetwork), and refuses what
+the functions would read from a bucket of another account. DNS goes to the VPC's resolver, which security groups
+do not filter; an adopted VPC whose DHCP options name DNS servers of its own needs port 53 to them as well.
+
+Deleting a function, CloudFormation waits for Lambda to delete its network interfaces when the deploying role may
+call ``ec2:DescribeNetworkInterfaces`` (CloudFormation's AWS::Lambda::Function VpcConfig page); the function's
+policy is deleted after it. Unverified here (no AWS account): that CloudFormation and a Control Tower hook
+resolve the SSM references in ``SubnetIds`` as they do in other properties, and that Lambda has deleted a
+function's network interfaces before the cleanup phase of the update that turns the switch off deletes its policy
+(Lambda may take up to 20 minutes, awslabs/aws-support-tools@1746c22d:Lambda/FindEniMappings).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import CfnResource, Stack
+from aws_cdk import CfnResource, Names, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -41,9 +49,11 @@ from constructs import Construct, IConstruct
 from infra.constructs.common import acknowledge
 from infra.errors import ConfigError
 
-# The actions the Lambda service uses to attach a function to a VPC. The ENI does not exist before the call, so
-# they take no resource ARN (AWSLambdaVPCAccessExecutionRole grants them on '*' too).
-LAMBDA_VPC_ACCESS_ACTIONS = ["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces",
+# The actions the Lambda service uses to attach a function to a VPC: AWSLambdaVPCAccessExecutionRole's (v3, less
+# its CloudWatch Logs actions, which each function's role has for its own log group;
+# https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AWSLambdaVPCAccessExecutionRole.html). The ENI
+# does not exist before the call, so they take no resource ARN; the managed policy grants them on '*' too.
+LAMBDA_VPC_ACCESS_ACTIONS = ["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
                              "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses",
                              "ec2:UnassignPrivateIpAddresses"]
 LAMBDA_VPC_ACCESS_REASON = ("Only the Lambda VPC attachment actions (ec2 ENI create/describe/delete/assign) use "
@@ -89,6 +99,7 @@ def place_functions_in_vpc(scope: Construct, reached: Sequence[IConstruct], *, v
                           f"of another stack they need {len(functions) * dynamic} SSM dynamic references, over "
                           f"CloudFormation's {MAX_DYNAMIC_REFERENCES} per template")
     security_group: ec2.SecurityGroup | None = None
+    policies: dict[str, iam.CfnPolicy] = {}  # one per role, however many of its functions are placed
     for function in functions:
         function.add_property_override("VpcConfig.SubnetIds", list(subnet_ids))
         if isinstance(function, lambda_.CfnFunction) and function.vpc_config is not None:
@@ -98,24 +109,41 @@ def place_functions_in_vpc(scope: Construct, reached: Sequence[IConstruct], *, v
                                                description="Deploy-time Lambda functions: HTTPS to AWS APIs")
             security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "AWS APIs, CloudFormation")
         function.add_property_override("VpcConfig.SecurityGroupIds", [security_group.security_group_id])
-        _allow_vpc_access(function)
+        # Created before the function; deleted after it, and, when the switch is turned off, in the update's
+        # cleanup phase, after the function has left the VPC.
+        function.node.add_dependency(_vpc_access_policy(scope, function, policies))
     return security_group
 
 
-def _allow_vpc_access(function: CfnResource) -> None:
-    """The function's role may attach it to the VPC, before the function is created or updated."""
+def _vpc_access_policy(scope: Construct, function: CfnResource,
+                       policies: dict[str, iam.CfnPolicy]) -> iam.CfnPolicy:
+    """The policy of its own that lets the function's role attach it to the VPC (one per role), built in
+    ``scope``'s ``DeployTimeFunctionsVpcAccess``.
+
+    Not a statement in the role's default policy: turning the switch off would then take the ENI actions away in
+    the update phase, before the function leaves the VPC (the function depends on its policy), and Lambda could
+    not delete its network interfaces (Client.UnauthorizedOperation on DeleteNetworkInterface, aws/aws-cdk#34400),
+    which then keep the security group from being deleted. A policy resource the template drops is deleted in the
+    cleanup phase instead, after every update. Not under the function's construct either: a construct's
+    dependencies reach its children, and the Grafana functions' wait for other custom resources would then order
+    the policy after functions in the group it serves."""
     owner = function.node.scope
-    role = owner.role if isinstance(owner, lambda_.Function) else None
-    if role is not None:
-        role.add_to_principal_policy(lambda_vpc_access_statement())
-        acknowledge(role, "AwsSolutions-IAM5[Resource::*]", LAMBDA_VPC_ACCESS_REASON)
-        return  # aws-cdk-lib's Function depends on its role, default policy included
-    cfn_role = owner.node.try_find_child("Role") if isinstance(owner, Construct) else None
-    if not (isinstance(owner, Construct) and isinstance(cfn_role, CfnResource)
-            and cfn_role.cfn_resource_type == "AWS::IAM::Role"):
-        raise ConfigError("compliance", "control_tower",
-                          f"cannot find the role of Lambda function {function.node.path} to let it into the VPC")
-    policy = iam.CfnPolicy(owner, "VpcAccess", policy_name="LambdaVpcAccess", roles=[cfn_role.ref],
-                           policy_document=iam.PolicyDocument(statements=[lambda_vpc_access_statement()]))
-    function.node.add_dependency(policy)
-    acknowledge(policy, "AwsSolutions-IAM5[Resource::*]", LAMBDA_VPC_ACCESS_REASON)
+    if isinstance(owner, lambda_.Function) and owner.role is not None:
+        role: IConstruct = owner.role
+        role_name = owner.role.role_name
+    else:
+        cfn_role = owner.node.try_find_child("Role") if isinstance(owner, Construct) else None
+        if not (isinstance(owner, Construct) and isinstance(cfn_role, CfnResource)
+                and cfn_role.cfn_resource_type == "AWS::IAM::Role"):
+            raise ConfigError("compliance", "control_tower",
+                              f"cannot find the role of Lambda function {function.node.path} to let it into the VPC")
+        role, role_name = cfn_role, cfn_role.ref
+    policy = policies.get(role.node.path)
+    if policy is None:
+        found = scope.node.try_find_child("DeployTimeFunctionsVpcAccess")
+        container = found if isinstance(found, Construct) else Construct(scope, "DeployTimeFunctionsVpcAccess")
+        policy = iam.CfnPolicy(container, Names.unique_id(role), policy_name="LambdaVpcAccess", roles=[role_name],
+                               policy_document=iam.PolicyDocument(statements=[lambda_vpc_access_statement()]))
+        acknowledge(policy, "AwsSolutions-IAM5[Resource::*]", LAMBDA_VPC_ACCESS_REASON)
+        policies[role.node.path] = policy
+    return policy

@@ -249,9 +249,23 @@ def test_the_switch_puts_every_function_in_the_vpc(variant, request):
             assert resources[group["Fn::GetAtt"][0]]["Type"] == "AWS::EC2::SecurityGroup", (name, logical_id)
             role = function["Properties"]["Role"]["Fn::GetAtt"][0]
             assert set(LAMBDA_VPC_ACCESS_ACTIONS) <= _role_actions(resources, role), (name, logical_id)
+            if not group["Fn::GetAtt"][0].startswith("DeployTimeFunctions"):
+                continue  # a chart installer: in the VPC with or without the switch, its group and role its own
+            # The actions come from a policy of their own that the function waits for, so turning the switch off
+            # deletes them in the cleanup phase, after the function has left the VPC.
+            (policy_id,) = [d for d in function["DependsOn"] if resources[d]["Type"] == "AWS::IAM::Policy"
+                            and resources[d]["Properties"]["PolicyName"] == "LambdaVpcAccess"]
+            policy = resources[policy_id]["Properties"]
+            assert policy["Roles"] == [{"Ref": role}], (name, logical_id)
+            (statement,) = policy["PolicyDocument"]["Statement"]
+            assert sorted(statement["Action"]) == sorted(LAMBDA_VPC_ACCESS_ACTIONS) and statement["Resource"] == "*"
+            assert all(st.get("Sid") != "LambdaVpcAccess" for k, r in resources.items() if k != policy_id
+                       and r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+                       for st in r["Properties"]["PolicyDocument"]["Statement"]), (name, logical_id)
     assert placed >= (10 if variant == "governed_synth" else 20)
     # The functions' own group lets HTTPS out and nothing in.
-    (group,) = [r for k, r in synth.template("hyperpod")["Resources"].items() if k.startswith("DeployTimeFunctions")]
+    (group,) = [r for k, r in synth.template("hyperpod")["Resources"].items()
+                if k.startswith("DeployTimeFunctions") and r["Type"] == "AWS::EC2::SecurityGroup"]
     assert group["Properties"]["SecurityGroupEgress"] == [
         {"CidrIp": "0.0.0.0/0", "Description": "AWS APIs, CloudFormation", "FromPort": 443, "IpProtocol": "tcp",
          "ToPort": 443}]
