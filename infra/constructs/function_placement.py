@@ -125,8 +125,8 @@ def _vpc_access_policy(scope: Construct, function: CfnResource,
     not delete its network interfaces (Client.UnauthorizedOperation on DeleteNetworkInterface, aws/aws-cdk#34400),
     which then keep the security group from being deleted. A policy resource the template drops is deleted in the
     cleanup phase instead, after every update. Not under the function's construct either: a construct's
-    dependencies reach its children, and the Grafana functions' wait for other custom resources would then order
-    the policy after functions in the group it serves."""
+    dependencies reach its children, so the policy would also wait for whatever the function waits for (the
+    Grafana functions wait for other custom resources); built apart, it waits for its role alone."""
     owner = function.node.scope
     if isinstance(owner, lambda_.Function) and owner.role is not None:
         role: IConstruct = owner.role
