@@ -56,8 +56,9 @@ from infra.errors import ConfigError
 LAMBDA_VPC_ACCESS_ACTIONS = ["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
                              "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses",
                              "ec2:UnassignPrivateIpAddresses"]
-LAMBDA_VPC_ACCESS_REASON = ("Only the Lambda VPC attachment actions (ec2 ENI create/describe/delete/assign) use "
-                            "'*': the ENI does not exist before the call, as in AWSLambdaVPCAccessExecutionRole.")
+LAMBDA_VPC_ACCESS_REASON = ("Only the Lambda VPC attachment actions (ec2 ENI create/describe/delete/assign, "
+                            "describe subnets) use '*': the ENI does not exist before the call, as in "
+                            "AWSLambdaVPCAccessExecutionRole.")
 # How many control-plane subnets a deploy-time function runs in: two AZs, and room for 30 functions in a template
 # under CloudFormation's 60 dynamic references.
 DEPLOY_TIME_SUBNETS = 2

@@ -482,4 +482,3 @@ def test_the_control_tower_properties_update_in_place(resource_type):
     create_only = {path.split("/")[2] for path in schema_create_only(resource_type)}
     for name in _CONTROL_TOWER_UPDATES[resource_type]:
         assert name in properties and name not in create_only, (resource_type, name, sorted(create_only))
-
